@@ -1,0 +1,147 @@
+package backend
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+)
+
+// Sentinel errors. Backends wrap them ("s3: stat data/x: %w") and callers
+// match them with errors.Is; fs/errno.go turns them into errnos.
+var (
+	// ErrNotExist: the object (or prefix) does not exist.
+	ErrNotExist = errors.New("object does not exist")
+	// ErrVersionChanged: a read pinned to one version found another one
+	// (S3 If-Match failed with 412, GCS generation mismatch).
+	ErrVersionChanged = errors.New("object version changed")
+	// ErrNoBucket: the bucket (or the root directory of a local source)
+	// does not exist.
+	ErrNoBucket = errors.New("bucket does not exist")
+	// ErrAccessDenied: the credentials were refused or lack permission.
+	ErrAccessDenied = errors.New("access denied")
+	// ErrUnavailable: the backend could not be reached or kept failing
+	// after retries (connection refused, timeouts, repeated 5xx).
+	ErrUnavailable = errors.New("backend unavailable")
+	// ErrPreconditionFailed: a conditional write or delete found a
+	// different current version than the one it was based on.
+	ErrPreconditionFailed = errors.New("precondition failed")
+	// ErrNotSupported: the backend does not implement an optional operation.
+	ErrNotSupported = errors.New("operation not supported by backend")
+)
+
+// ObjectInfo describes one object version.
+type ObjectInfo struct {
+	// Key is the full key in the bucket (or the slash-separated path
+	// relative to the root of a local source).
+	Key string
+	// Size in bytes.
+	Size int64
+	// MTime is the last-modified time reported by the backend.
+	MTime time.Time
+	// Version identifies the content: the ETag on S3 (quotes stripped),
+	// the generation on GCS, a size+mtime+inode fingerprint on local
+	// directories. Two ObjectInfos with the same Key and Version have the
+	// same bytes.
+	Version string
+}
+
+// ListOptions shape one List call.
+type ListOptions struct {
+	// Token continues a listing; "" starts at the beginning.
+	Token string
+	// Recursive lists every key under the prefix (no delimiter): Prefixes
+	// stays empty.
+	Recursive bool
+	// Limit caps the entries (objects plus prefixes) in this page;
+	// 0 lets the backend choose (1000 on S3).
+	Limit int
+}
+
+// ListPage is one page of a listing. Objects and Prefixes are each sorted
+// by key in byte order, and every entry of a page sorts before every entry
+// of the next page: a caller can merge them into one ordered stream.
+type ListPage struct {
+	// Objects directly under the prefix (or, when Recursive, every object
+	// under it). A key equal to the prefix itself (a "folder" placeholder
+	// such as "dir/") is included; namespace code decides what it means.
+	Objects []ObjectInfo
+	// Prefixes are the common prefixes one level down, each ending in "/".
+	Prefixes []string
+	// Next is the token for the next page, "" when the listing is done.
+	Next string
+}
+
+// Backend is the read side every source offers. All methods are safe for
+// concurrent use, honour ctx cancellation, retry transient failures
+// internally (with backoff and jitter) and bound each attempt in time.
+type Backend interface {
+	// Stat returns the current version of key, or ErrNotExist.
+	Stat(ctx context.Context, key string) (ObjectInfo, error)
+
+	// List returns one page of the keys under prefix. prefix is "" or
+	// ends in "/". A bucket that does not exist is ErrNoBucket.
+	List(ctx context.Context, prefix string, opt ListOptions) (ListPage, error)
+
+	// ReadRange streams n bytes of key starting at off, from exactly the
+	// given version (ErrVersionChanged otherwise; version "" means any).
+	// The caller keeps off+n within the object's size. The reader returns
+	// an error (never a silent short read) if the body ends early.
+	ReadRange(ctx context.Context, key, version string, off, n int64) (io.ReadCloser, error)
+
+	// String names the source for logs and cache identity, without
+	// secrets: "s3://bucket@endpoint", "gs://bucket", "file:///path".
+	String() string
+}
+
+// Checker is implemented by backends that can verify, before anything is
+// mounted, that the bucket exists and the credentials work.
+type Checker interface {
+	Check(ctx context.Context) error
+}
+
+// Closer is implemented by backends holding resources (connections,
+// clients) that should be released at unmount.
+type Closer interface {
+	Close() error
+}
+
+// VersionAbsent as PutOptions.IfVersion makes a put succeed only if the
+// key does not exist yet.
+const VersionAbsent = "\x00absent"
+
+// PutOptions shape one upload.
+type PutOptions struct {
+	// IfVersion makes the put conditional: "" writes unconditionally,
+	// VersionAbsent only creates, any other value replaces only that
+	// version. A mismatch is ErrPreconditionFailed and changes nothing.
+	IfVersion string
+	// PartSize for multipart or composed uploads; 0 lets the backend
+	// choose, growing with size so that the largest objects fit.
+	PartSize int64
+	// Concurrency is the number of parts in flight; 0 lets the backend choose.
+	Concurrency int
+}
+
+// Writer is implemented by backends that accept uploads. An object
+// appears only once its upload is complete: a failed or cancelled Put
+// leaves no object and no partial version behind.
+type Writer interface {
+	// Put uploads size bytes read from r as key. r is an io.ReaderAt so
+	// parts can be sent in parallel and retried.
+	Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt PutOptions) (ObjectInfo, error)
+}
+
+// Deleter is implemented by backends that can remove objects.
+type Deleter interface {
+	// Delete removes key. A key that does not exist is not an error.
+	Delete(ctx context.Context, key string) error
+}
+
+// Copier is implemented by backends with a server-side copy.
+type Copier interface {
+	// Copy makes dst a copy of src at srcVersion ("" for any) and returns
+	// dst's new version; src missing or changed is ErrNotExist or
+	// ErrVersionChanged. dst appears atomically.
+	Copy(ctx context.Context, src, srcVersion, dst string) (ObjectInfo, error)
+}
