@@ -1,0 +1,266 @@
+package testserver
+
+import (
+	"bytes"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// MinIO is one MinIO server started for a test: a single drive in a
+// temporary directory, listening on 127.0.0.1. Stop and Restart keep the
+// port and the data directory, so a test can take the server away and bring
+// it back with its buckets and objects intact.
+type MinIO struct {
+	// Endpoint is the S3 endpoint URL, "http://127.0.0.1:<port>".
+	Endpoint string
+	// Addr is "127.0.0.1:<port>".
+	Addr string
+	// AccessKey and SecretKey are the root credentials.
+	AccessKey, SecretKey string
+	// Region is the region MinIO answers for.
+	Region string
+	// DataDir holds the server's drive.
+	DataDir string
+
+	bin     string
+	logPath string
+
+	mu   sync.Mutex // guards cmd and done; never held while waiting on the process
+	cmd  *exec.Cmd
+	done chan struct{} // closed when cmd has exited
+}
+
+// minioStartTimeout bounds how long StartMinIO and Restart wait for
+// /minio/health/live.
+const minioStartTimeout = 60 * time.Second
+
+// StartMinIO starts a MinIO server from BinDir on a free port with a fresh
+// data directory and stops it when the test ends. A missing binary skips or
+// fails the test as Binary does.
+func StartMinIO(tb testing.TB) *MinIO {
+	tb.Helper()
+	bin := Binary(tb, "minio")
+	dir := tb.TempDir()
+	m := &MinIO{
+		AccessKey: "strata-test",
+		SecretKey: "strata-test-secret",
+		Region:    "us-east-1",
+		DataDir:   filepath.Join(dir, "data"),
+		bin:       bin,
+		logPath:   filepath.Join(dir, "minio.log"),
+	}
+	var err error
+	// The port is free when chosen but another process may take it before
+	// MinIO binds it: try a few ports.
+	for attempt := 0; attempt < 3; attempt++ {
+		m.Addr = fmt.Sprintf("127.0.0.1:%d", FreePort(tb))
+		m.Endpoint = "http://" + m.Addr
+		if err = m.start(); err == nil {
+			break
+		}
+	}
+	if err != nil {
+		tb.Fatalf("testserver: start minio: %v", err)
+	}
+	tb.Cleanup(func() {
+		if err := m.Stop(); err != nil {
+			tb.Errorf("testserver: stop minio: %v", err)
+		}
+	})
+	return m
+}
+
+// start launches the server on m.Addr and waits until it is live.
+func (m *MinIO) start() error {
+	logf, err := os.OpenFile(m.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+	if err != nil {
+		return err
+	}
+	defer logf.Close()
+	cmd := exec.Command(m.bin, "server", "--quiet", "--address", m.Addr, m.DataDir)
+	cmd.Env = append(os.Environ(),
+		"MINIO_ROOT_USER="+m.AccessKey,
+		"MINIO_ROOT_PASSWORD="+m.SecretKey,
+		"MINIO_REGION="+m.Region,
+		"MINIO_BROWSER=off",
+		"MINIO_UPDATE=off",
+	)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	// The server must not outlive a test binary killed by a timeout.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		return err
+	}
+	done := make(chan struct{})
+	go func() { _ = cmd.Wait(); close(done) }()
+	m.mu.Lock()
+	m.cmd, m.done = cmd, done
+	m.mu.Unlock()
+
+	ready := make(chan error, 1)
+	go func() { ready <- WaitHTTP(m.Endpoint+"/minio/health/live", minioStartTimeout) }()
+	select {
+	case err = <-ready:
+	case <-done:
+		err = errors.New("minio exited during startup")
+	}
+	if err != nil {
+		_ = m.Stop()
+		return fmt.Errorf("%w\n--- minio log (tail) ---\n%s", err, m.logTail(4096))
+	}
+	return nil
+}
+
+// Stop terminates the server (SIGTERM, then SIGKILL after 10 s) and waits
+// for it to exit. Stopping a stopped server does nothing.
+func (m *MinIO) Stop() error {
+	m.mu.Lock()
+	cmd, done := m.cmd, m.done
+	m.cmd, m.done = nil, nil
+	m.mu.Unlock()
+	if cmd == nil {
+		return nil
+	}
+	_ = cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+	}
+	_ = cmd.Process.Kill()
+	select {
+	case <-done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("minio pid %d did not exit after SIGKILL", cmd.Process.Pid)
+	}
+}
+
+// Restart stops the server if it runs and starts it again on the same
+// address with the same data directory.
+func (m *MinIO) Restart() error {
+	if err := m.Stop(); err != nil {
+		return err
+	}
+	return m.start()
+}
+
+// Env returns the environment a subprocess needs to reach this server with
+// the standard AWS variables (credentials, region, endpoint).
+func (m *MinIO) Env() []string {
+	return []string{
+		"AWS_ACCESS_KEY_ID=" + m.AccessKey,
+		"AWS_SECRET_ACCESS_KEY=" + m.SecretKey,
+		"AWS_REGION=" + m.Region,
+		"AWS_DEFAULT_REGION=" + m.Region,
+		"AWS_ENDPOINT_URL=" + m.Endpoint,
+		"AWS_EC2_METADATA_DISABLED=true",
+	}
+}
+
+// CreateBucket creates a bucket, failing the test on error.
+func (m *MinIO) CreateBucket(tb testing.TB, name string) {
+	tb.Helper()
+	if err := m.MakeBucket(name); err != nil {
+		tb.Fatalf("testserver: %v", err)
+	}
+}
+
+// NewBucket creates a bucket with a fresh random name and returns the name.
+func (m *MinIO) NewBucket(tb testing.TB) string {
+	tb.Helper()
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatal(err)
+	}
+	name := "strata-" + hex.EncodeToString(b[:])
+	m.CreateBucket(tb, name)
+	return name
+}
+
+// MakeBucket creates a bucket with a SigV4-signed PUT (this package does
+// not import the AWS SDK).
+func (m *MinIO) MakeBucket(name string) error {
+	req, err := http.NewRequest(http.MethodPut, m.Endpoint+"/"+name, nil)
+	if err != nil {
+		return err
+	}
+	signV4(req, m.AccessKey, m.SecretKey, m.Region, time.Now())
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return fmt.Errorf("create bucket %s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("create bucket %s: %s: %s", name, resp.Status, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
+// Log returns the server's log so far, for failure messages.
+func (m *MinIO) Log() string { return m.logTail(1 << 20) }
+
+func (m *MinIO) logTail(n int64) string {
+	b, err := os.ReadFile(m.logPath)
+	if err != nil {
+		return err.Error()
+	}
+	if int64(len(b)) > n {
+		b = b[int64(len(b))-n:]
+	}
+	return string(b)
+}
+
+// signV4 signs a request without a body (AWS Signature Version 4, service
+// s3, unsigned query string). It is enough for bucket administration.
+func signV4(req *http.Request, accessKey, secretKey, region string, now time.Time) {
+	const emptySHA = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+	now = now.UTC()
+	amzDate := now.Format("20060102T150405Z")
+	day := now.Format("20060102")
+	req.Header.Set("x-amz-date", amzDate)
+	req.Header.Set("x-amz-content-sha256", emptySHA)
+	signed := "host;x-amz-content-sha256;x-amz-date"
+	path := req.URL.EscapedPath()
+	if path == "" {
+		path = "/"
+	}
+	canonical := strings.Join([]string{
+		req.Method, path, req.URL.RawQuery,
+		"host:" + req.URL.Host + "\n" +
+			"x-amz-content-sha256:" + emptySHA + "\n" +
+			"x-amz-date:" + amzDate + "\n",
+		signed, emptySHA,
+	}, "\n")
+	scope := day + "/" + region + "/s3/aws4_request"
+	sum := sha256.Sum256([]byte(canonical))
+	toSign := "AWS4-HMAC-SHA256\n" + amzDate + "\n" + scope + "\n" + hex.EncodeToString(sum[:])
+	key := hmacSHA256([]byte("AWS4"+secretKey), day)
+	key = hmacSHA256(key, region)
+	key = hmacSHA256(key, "s3")
+	key = hmacSHA256(key, "aws4_request")
+	sig := hex.EncodeToString(hmacSHA256(key, toSign))
+	req.Header.Set("Authorization", "AWS4-HMAC-SHA256 Credential="+accessKey+"/"+scope+
+		", SignedHeaders="+signed+", Signature="+sig)
+}
+
+func hmacSHA256(key []byte, data string) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write([]byte(data))
+	return h.Sum(nil)
+}
