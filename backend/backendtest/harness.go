@@ -1,0 +1,198 @@
+package backendtest
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+)
+
+// Caps declares what a backend supports beyond the contract every backend
+// meets. Zero values are the conservative choice: the matching subtests
+// are skipped.
+type Caps struct {
+	// LongKeys: 1000-byte keys made of segments of at most 200 bytes.
+	LongKeys bool
+	// NonPathKeys: keys that are not valid local paths: empty segments
+	// ("a//b"), "." and ".." segments, a single segment of 1000 bytes.
+	NonPathKeys bool
+	// FolderObjects: a "dir/" placeholder object can be written, is listed
+	// as an object of its own prefix and as a prefix of its parent.
+	FolderObjects bool
+	// KeyAndPrefix: "k" and "k/child" can both exist.
+	KeyAndPrefix bool
+}
+
+// Harness tells Run how to get backends to test.
+type Harness struct {
+	// New returns a fresh, empty backend for one subtest; it registers its
+	// own cleanup with t.Cleanup. Required.
+	New func(t *testing.T) backend.Backend
+	// Seed writes data as key (creating or replacing it) by some means
+	// other than the API under test. Nil means the backend's own Writer.
+	Seed func(t *testing.T, b backend.Backend, key string, data []byte)
+	// Caps lists optional behaviours.
+	Caps Caps
+	// PartSize is the smallest part size the backend accepts for a
+	// multipart upload; the suite uploads objects of 2*PartSize+1234 bytes
+	// with PutOptions.PartSize = PartSize to force several parts.
+	// 0 means 5 MiB (the S3 minimum).
+	PartSize int64
+	// Parallel runs the leaf subtests in parallel.
+	Parallel bool
+}
+
+// opTimeout bounds every call the suite makes, so a hanging backend fails
+// instead of stalling the test binary.
+const opTimeout = 2 * time.Minute
+
+// Run runs the whole suite. Each leaf subtest gets its own backend from
+// h.New.
+func Run(t *testing.T, h Harness) {
+	if h.New == nil {
+		t.Fatal("backendtest: Harness.New is required")
+	}
+	if h.PartSize == 0 {
+		h.PartSize = 5 << 20
+	}
+	t.Run("Stat", func(t *testing.T) { testStat(t, h) })
+	t.Run("List", func(t *testing.T) { testList(t, h) })
+	t.Run("OddKeys", func(t *testing.T) { testOddKeys(t, h) })
+	t.Run("ReadRange", func(t *testing.T) { testReadRange(t, h) })
+	t.Run("Put", func(t *testing.T) { testPut(t, h) })
+	t.Run("Copy", func(t *testing.T) { testCopy(t, h) })
+	t.Run("Delete", func(t *testing.T) { testDelete(t, h) })
+}
+
+// leaf starts a leaf subtest: parallel if asked, with a fresh backend.
+func (h Harness) leaf(t *testing.T) backend.Backend {
+	t.Helper()
+	if h.Parallel {
+		t.Parallel()
+	}
+	b := h.New(t)
+	if b == nil {
+		t.Fatal("backendtest: Harness.New returned nil")
+	}
+	return b
+}
+
+// ctx returns a context bounded by opTimeout and cancelled with the test.
+func ctx(t *testing.T) context.Context {
+	c, cancel := context.WithTimeout(t.Context(), opTimeout)
+	t.Cleanup(cancel)
+	return c
+}
+
+// seed writes key through h.Seed or the backend's Writer and returns the
+// object's Stat.
+func (h Harness) seed(t *testing.T, b backend.Backend, key string, data []byte) backend.ObjectInfo {
+	t.Helper()
+	if h.Seed != nil {
+		h.Seed(t, b, key, data)
+	} else {
+		w, ok := b.(backend.Writer)
+		if !ok {
+			t.Fatalf("backendtest: %s has no Writer and the harness has no Seed", b)
+		}
+		if _, err := w.Put(ctx(t), key, bytes.NewReader(data), int64(len(data)), backend.PutOptions{}); err != nil {
+			t.Fatalf("seed %q: %v", key, err)
+		}
+	}
+	info, err := b.Stat(ctx(t), key)
+	if err != nil {
+		t.Fatalf("stat %q after seeding: %v", key, err)
+	}
+	return info
+}
+
+// seedAll seeds every key with payload(len, i).
+func (h Harness) seedAll(t *testing.T, b backend.Backend, keys []string) map[string][]byte {
+	t.Helper()
+	m := make(map[string][]byte, len(keys))
+	for i, k := range keys {
+		data := payload(10+i*7, byte(i))
+		h.seed(t, b, k, data)
+		m[k] = data
+	}
+	return m
+}
+
+// writer returns b's Writer or skips the test.
+func writer(t *testing.T, b backend.Backend) backend.Writer {
+	t.Helper()
+	w, ok := b.(backend.Writer)
+	if !ok {
+		t.Skipf("%s does not implement backend.Writer", b)
+	}
+	return w
+}
+
+// skipUnsupported skips the test when a wrapper reports at run time that
+// the inner backend lacks the optional operation.
+func skipUnsupported(t *testing.T, err error) {
+	t.Helper()
+	if errors.Is(err, backend.ErrNotSupported) {
+		t.Skipf("operation not supported: %v", err)
+	}
+}
+
+// read opens a range and reads it all. An error from ReadRange, Read or
+// Close is returned, with the bytes read so far.
+func read(ctx context.Context, b backend.Backend, key, version string, off, n int64) ([]byte, error) {
+	rc, err := b.ReadRange(ctx, key, version, off, n)
+	if err != nil {
+		return nil, err
+	}
+	data, err := io.ReadAll(rc)
+	if cerr := rc.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("close: %w", cerr)
+	}
+	return data, err
+}
+
+// mustRead reads a range and compares it with want.
+func mustRead(t *testing.T, b backend.Backend, key, version string, off int64, want []byte) {
+	t.Helper()
+	got, err := read(ctx(t), b, key, version, off, int64(len(want)))
+	if err != nil {
+		t.Fatalf("ReadRange(%q, %q, %d, %d): %v", key, version, off, len(want), err)
+	}
+	if !bytes.Equal(got, want) {
+		t.Fatalf("ReadRange(%q, %q, %d, %d): got %d bytes %s, want %d bytes %s",
+			key, version, off, len(want), len(got), head(got), len(want), head(want))
+	}
+}
+
+// wantErr fails unless errors.Is(err, target).
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: got error %v, want errors.Is(err, %q)", what, err, target)
+	}
+}
+
+// payload returns n deterministic pseudo-random bytes (xorshift).
+func payload(n int, seed byte) []byte {
+	b := make([]byte, n)
+	x := uint32(seed)*2654435761 + 1
+	for i := range b {
+		x ^= x << 13
+		x ^= x >> 17
+		x ^= x << 5
+		b[i] = byte(x)
+	}
+	return b
+}
+
+func head(b []byte) string {
+	if len(b) > 16 {
+		return fmt.Sprintf("%x...", b[:16])
+	}
+	return fmt.Sprintf("%x", b)
+}
