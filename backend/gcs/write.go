@@ -1,0 +1,198 @@
+package gcs
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"sync"
+	"time"
+
+	"cloud.google.com/go/storage"
+
+	"github.com/stratafs/strata/backend"
+)
+
+// Upload chunking. GCS takes an upload in one request or as a resumable
+// session of chunks sent one after another (the HTTP API has no parallel
+// parts; composing temporary objects would leave them behind on failure).
+// Each chunk is buffered in memory so it can be resent.
+const (
+	chunkQuantum = 256 << 10 // chunks are multiples of 256 KiB
+	// Below singleShotMax an object goes in one request with a buffer
+	// of its own size.
+	singleShotMax = 16 << 20
+	// Above it chunks grow with the object (size/32) between these bounds.
+	minChunk = 16 << 20
+	maxChunk = 64 << 20
+	// minThroughput sizes a chunk's transfer timeout: a chunk moving
+	// slower than this is treated as stalled and resent.
+	minThroughput = 1 << 20 // bytes per second
+	copyBufSize   = 256 << 10
+)
+
+// chunkSize picks the upload chunk: PutOptions.PartSize when set, else
+// the whole object when small, else size/32 within [16 MiB, 64 MiB].
+func chunkSize(size, part int64) int64 {
+	var c int64
+	switch {
+	case part > 0:
+		c = part
+	case size < singleShotMax:
+		c = size + 1 // +1: the library must see EOF inside the first chunk
+	default:
+		c = min(max(size/32, minChunk), maxChunk)
+	}
+	return (c + chunkQuantum - 1) / chunkQuantum * chunkQuantum
+}
+
+// Put uploads size bytes of r as key. The object appears only when the
+// upload is finalized: a failed or cancelled Put aborts the session
+// before finalization and leaves no object. The library sends the data's
+// CRC32C with the final request and GCS refuses a mismatch.
+// opt.Concurrency is ignored (see chunkSize).
+//
+// One ambiguity remains for a conditional Put sent in one request: if its
+// response is lost and the retry finds the object it just created, the
+// retry's ErrPreconditionFailed is what Put reports. Resumable sessions
+// do not have it (a retried final chunk returns the finalized object).
+func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
+	if key == "" || size < 0 {
+		return backend.ObjectInfo{}, fmt.Errorf("gcs: put %q: invalid key or size %d", key, size)
+	}
+	obj := b.bucket.Object(key)
+	switch opt.IfVersion {
+	case "":
+	case backend.VersionAbsent:
+		obj = obj.If(storage.Conditions{DoesNotExist: true})
+	default:
+		gen, err := parseGeneration(opt.IfVersion)
+		if err != nil {
+			return backend.ObjectInfo{}, fmt.Errorf("gcs: put %s: %w: %w", key, backend.ErrPreconditionFailed, err)
+		}
+		obj = obj.If(storage.Conditions{GenerationMatch: gen})
+	}
+	// Uploads retry outside the library's attempt limit (it retries them
+	// until the context ends): bound them here, per stretch without
+	// progress.
+	ur := &uploadRetry{max: b.opt.MaxAttempts, deadline: b.opt.RetryDeadline}
+	obj = obj.Retryer(storage.WithErrorFunc(ur.shouldRetry))
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	w := obj.NewWriter(wctx)
+	w.ProgressFunc = func(int64) { ur.progress() }
+	w.ContentType = "application/octet-stream"
+	chunk := chunkSize(size, opt.PartSize)
+	w.ChunkSize = int(chunk)
+	w.ChunkRetryDeadline = b.opt.RetryDeadline
+	w.ChunkTransferTimeout = b.opt.RequestTimeout + time.Duration(chunk/minThroughput)*time.Second
+
+	copied, err := io.CopyBuffer(w, io.NewSectionReader(r, 0, size), make([]byte, copyBufSize))
+	if err == nil && copied != size {
+		err = fmt.Errorf("source ended after %d of %d bytes: %w", copied, size, io.ErrUnexpectedEOF)
+	}
+	if err == nil {
+		err = ctx.Err() // cancelled after the last write: do not finalize
+	}
+	if err != nil {
+		// Abort before anything can finalize: cancel the session and
+		// close the library's pipe with an error rather than EOF (Close
+		// alone would race the cancellation and could finalize a short
+		// object).
+		cancel()
+		_ = w.CloseWithError(err) //nolint:staticcheck // deterministic abort, see above
+		_ = w.Close()
+		return backend.ObjectInfo{}, b.putErr(ctx, key, err)
+	}
+	if err := w.Close(); err != nil {
+		return backend.ObjectInfo{}, b.putErr(ctx, key, err)
+	}
+	return info(w.Attrs()), nil
+}
+
+// uploadRetry bounds the retries of one upload: at most max attempts and
+// deadline of time since the last chunk that went through.
+type uploadRetry struct {
+	max      int
+	deadline time.Duration
+
+	mu       sync.Mutex
+	failures int
+	since    time.Time // first failure since the last progress
+}
+
+func (u *uploadRetry) shouldRetry(err error) bool {
+	if !shouldRetry(err) {
+		return false
+	}
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.failures++
+	if u.failures == 1 {
+		u.since = time.Now()
+	}
+	return u.failures < u.max && time.Since(u.since) < u.deadline
+}
+
+func (u *uploadRetry) progress() {
+	u.mu.Lock()
+	u.failures = 0
+	u.mu.Unlock()
+}
+
+// putErr: a 412 is the IfVersion condition; a 404 can only be the bucket.
+func (b *Backend) putErr(ctx context.Context, key string, err error) error {
+	if httpCode(err) == 404 || errors.Is(err, storage.ErrObjectNotExist) {
+		err = fmt.Errorf("%w: %w", backend.ErrNoBucket, err)
+	}
+	return wrap(ctx, "put", key, err)
+}
+
+// Copy rewrites src (at srcVersion when set) to dst on the server; dst
+// appears when the rewrite completes. A missing source is ErrNotExist; a
+// pinned generation that was replaced is ErrVersionChanged.
+func (b *Backend) Copy(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
+	s := b.bucket.Object(src)
+	gen := int64(-1)
+	if srcVersion != "" {
+		g, err := parseGeneration(srcVersion)
+		if err != nil {
+			return backend.ObjectInfo{}, fmt.Errorf("gcs: copy %s: %w: %w", src, backend.ErrVersionChanged, err)
+		}
+		gen = g
+		s = s.Generation(gen)
+	}
+	attrs, err := b.bucket.Object(dst).CopierFrom(s).Run(ctx)
+	if err != nil {
+		if errors.Is(err, storage.ErrObjectNotExist) || httpCode(err) == 404 {
+			return backend.ObjectInfo{}, b.copyMissing(ctx, src, gen, err)
+		}
+		return backend.ObjectInfo{}, wrap(ctx, "copy", src+" -> "+dst, err)
+	}
+	return info(attrs), nil
+}
+
+// copyMissing resolves a 404 on copy like readErr does for reads.
+func (b *Backend) copyMissing(ctx context.Context, src string, gen int64, err error) error {
+	cur, serr := b.Stat(ctx, src)
+	switch {
+	case serr == nil && gen > 0 && cur.Version != strconv.FormatInt(gen, 10):
+		return fmt.Errorf("gcs: copy %s: %w: generation %d is gone, current is %s", src, backend.ErrVersionChanged, gen, cur.Version)
+	case serr != nil && !errors.Is(serr, backend.ErrNotExist):
+		return wrap(ctx, "copy", src, err)
+	}
+	return fmt.Errorf("gcs: copy %s: %w: %w", src, backend.ErrNotExist, err)
+}
+
+// Delete removes the live generation of key; a missing key is not an
+// error (nor, therefore, is a retried delete that already succeeded).
+func (b *Backend) Delete(ctx context.Context, key string) error {
+	octx, cancel := b.opContext(ctx)
+	defer cancel()
+	err := b.bucket.Object(key).Delete(octx)
+	if err == nil || errors.Is(err, storage.ErrObjectNotExist) {
+		return nil
+	}
+	return wrap(ctx, "delete", key, b.opErr(ctx, octx, err))
+}
