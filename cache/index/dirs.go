@@ -188,3 +188,39 @@ func (ix *Index) get(k []byte, decode func(v []byte) error) (bool, error) {
 	}
 	return err == nil, err
 }
+
+// ScanListingFrom calls fn for up to limit entries of dir whose names sort
+// after after ("" starts at the beginning), in name order. Readers of
+// listings too big to keep in memory page through them with it.
+func (ix *Index) ScanListingFrom(tag SrcTag, dir, after string, limit int, fn func(name string, e EntryRecord) error) error {
+	prefix := entryPrefix(tag, dir)
+	start := prefix
+	if after != "" {
+		start = append(append(append([]byte{}, prefix...), after...), 0)
+	}
+	err := ix.db.View(func(txn *badger.Txn) error {
+		opt := badger.DefaultIteratorOptions
+		opt.Prefix = prefix
+		opt.PrefetchSize = min(limit, 100)
+		it := txn.NewIterator(opt)
+		defer it.Close()
+		n := 0
+		for it.Seek(start); it.Valid() && n < limit; it.Next() {
+			item := it.Item()
+			name := string(item.Key()[len(prefix):])
+			var e EntryRecord
+			if err := item.Value(func(v []byte) (err error) { e, err = UnmarshalEntry(v); return }); err != nil {
+				return err
+			}
+			if err := fn(name, e); err != nil {
+				return err
+			}
+			n++
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index: scan listing %q: %w", dir, err)
+	}
+	return nil
+}

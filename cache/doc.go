@@ -1,0 +1,20 @@
+// Package cache is Strata's block cache on local disk: one sparse file per
+// object version under <cache-dir>/objects/ab/cd/<id>, named by a hash of
+// (source, key, version) and never by the key, so no key can escape the
+// cache directory. Block i of an object lives at offset i*BlockSize of its
+// file, so a fully cached file can be handed to the kernel as it is (FUSE
+// passthrough).
+//
+// Which blocks are present, and their CRC32C, live in the badger index
+// (cache/index). A block is marked present only after its bytes are
+// written; blocks found at startup are re-verified against their CRC the
+// first time this run reads them, so a torn or flipped block is dropped
+// and refetched instead of served. Eviction removes least recently used
+// objects (or the tail blocks of a big one, by hole punching) when the
+// cache passes its size limit or the disk's free-space floor; open objects
+// are pinned and never evicted.
+//
+// Lock order: Store.mu, then objectState.mu. Neither is held across disk
+// I/O except objectState.mu around opening a cache file. Presence,
+// verification and CRCs are atomics read without locks on the read path.
+package cache

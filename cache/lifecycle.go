@@ -1,0 +1,289 @@
+package cache
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sync/atomic"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/cache/index"
+)
+
+// Eviction starts when the cache passes highWater percent of its limit
+// and removes least recently used objects until it is under lowWater.
+const (
+	highWater = 95
+	lowWater  = 90
+)
+
+// Stats are the store's counters since it was opened.
+type Stats struct {
+	WrittenBytes  atomic.Int64 // block bytes written into the cache
+	ReadBytes     atomic.Int64 // bytes served from cache files
+	EvictedBytes  atomic.Int64
+	EvictedObjs   atomic.Int64
+	CorruptBlocks atomic.Int64 // blocks that failed their CRC check
+	NoSpace       atomic.Int64 // writes refused for lack of space
+}
+
+// Stats returns the live counters.
+func (s *Store) Stats() *Stats { return &s.stats }
+
+// release drops one reference; at zero the state goes to the idle list
+// (or is deleted, if a newer version retired it).
+func (s *Store) release(st *objectState) {
+	var drop []*objectState
+	deleteIt := false
+	s.mu.Lock()
+	st.refs--
+	if st.refs == 0 {
+		switch {
+		case st.loadErr != nil:
+			delete(s.states, st.id)
+		case st.stale:
+			deleteIt = true
+		default:
+			st.idleElem = s.idle.PushFront(st)
+			for s.idle.Len() > s.opts.IdleObjects {
+				old := s.idle.Remove(s.idle.Back()).(*objectState)
+				old.idleElem = nil
+				delete(s.states, old.id)
+				drop = append(drop, old)
+			}
+		}
+	}
+	s.mu.Unlock()
+	for _, old := range drop {
+		old.closeFile()
+	}
+	if deleteIt {
+		s.deleteObject(st.id)
+	}
+}
+
+// unidle takes st off the idle list. Caller holds s.mu.
+func (s *Store) unidle(st *objectState) {
+	if st.idleElem != nil {
+		s.idle.Remove(st.idleElem)
+		st.idleElem = nil
+	}
+}
+
+// retire deletes an object version a newer one replaced, now if nobody
+// has it open, else at its last release.
+func (s *Store) retire(id index.ID) {
+	s.mu.Lock()
+	if st := s.states[id]; st != nil && st.refs > 0 {
+		st.stale = true
+		s.mu.Unlock()
+		return
+	}
+	s.mu.Unlock()
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		s.deleteObject(id)
+	}()
+}
+
+// quiesce marks an unpinned object busy so that Acquire waits until the
+// caller has finished changing it behind the index (deleting it or
+// punching blocks). It returns false if the object is pinned or busy.
+func (s *Store) quiesce(id index.ID) (*objectState, chan struct{}, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := s.states[id]
+	if st != nil && (st.refs > 0 || st.deleting != nil) {
+		return nil, nil, false
+	}
+	if st == nil {
+		st = &objectState{s: s, id: id, ready: make(chan struct{})}
+		close(st.ready)
+		s.states[id] = st
+	}
+	s.unidle(st)
+	st.deleting = make(chan struct{})
+	return st, st.deleting, true
+}
+
+// unquiesce forgets the in-memory state (it reloads from the index on the
+// next Acquire) and wakes waiters.
+func (s *Store) unquiesce(id index.ID, done chan struct{}) {
+	s.mu.Lock()
+	delete(s.states, id)
+	close(done)
+	s.mu.Unlock()
+}
+
+// deleteObject removes an unpinned object from the index, the disk and
+// memory. It reports false if the object is pinned.
+func (s *Store) deleteObject(id index.ID) bool {
+	st, done, ok := s.quiesce(id)
+	if !ok {
+		return false
+	}
+	defer s.unquiesce(id, done)
+	freed, err := s.ix.DeleteObject(id)
+	st.closeFile()
+	if err != nil {
+		s.log.Warn("cache: deleting object", "id", id, "err", err)
+		return false
+	}
+	if rmErr := os.Remove(s.pathOf(id)); rmErr != nil && !os.IsNotExist(rmErr) {
+		s.log.Warn("cache: removing cache file", "id", id, "err", rmErr)
+	}
+	s.used.Add(-freed)
+	s.stats.EvictedBytes.Add(freed)
+	s.stats.EvictedObjs.Add(1)
+	return true
+}
+
+func (s *Store) kickEvict() {
+	select {
+	case s.evictCh <- struct{}{}:
+	default:
+	}
+}
+
+func (s *Store) evictLoop() {
+	defer s.wg.Done()
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	for {
+		select {
+		case <-s.stop:
+			return
+		case <-s.evictCh:
+		case <-tick.C:
+			s.limits.Refresh()
+		}
+		s.EvictNow()
+	}
+}
+
+// EvictNow brings the cache under its low-water mark if it is above the
+// high-water mark (or above the limit). It returns the bytes freed.
+func (s *Store) EvictNow() int64 {
+	used := s.used.Load()
+	limit := s.limits.Limit(used)
+	if used <= limit/100*highWater {
+		return 0
+	}
+	return s.evict(used - limit/100*lowWater)
+}
+
+// evict frees at least need bytes if it can, least recently used first.
+func (s *Store) evict(need int64) int64 {
+	usage := map[index.ID]int64{}
+	if err := s.ix.ScanBlockUsage(func(id index.ID, _, b int64) error { usage[id] = b; return nil }); err != nil {
+		s.log.Warn("cache: eviction scan", "err", err)
+		return 0
+	}
+	var cands []candidate
+	s.ix.ScanObjects(func(id index.ID, rec index.ObjectRecord, err error) error {
+		if err != nil || usage[id] == 0 {
+			return nil
+		}
+		c := candidate{id: id, lastAccess: rec.LastAccess, bytes: usage[id], blockSize: rec.BlockSize}
+		s.mu.Lock()
+		if st := s.states[id]; st != nil {
+			c.pinned = st.refs > 0 || st.deleting != nil
+			if la := st.lastAccess.Load(); la > c.lastAccess {
+				c.lastAccess = la
+			}
+		}
+		s.mu.Unlock()
+		cands = append(cands, c)
+		return nil
+	})
+	var freed int64
+	for _, v := range planEviction(cands, need) {
+		if v.whole {
+			before := s.used.Load()
+			if s.deleteObject(v.id) {
+				freed += before - s.used.Load()
+			}
+			continue
+		}
+		freed += s.punchTail(v.id, v.tailBlocks)
+	}
+	if freed > 0 {
+		s.log.Debug("cache: evicted", "bytes", freed, "used", s.used.Load())
+	}
+	return freed
+}
+
+// punchTail removes the n highest present blocks of an unpinned object,
+// leaving a partial object; the index forgets them before the bytes go.
+func (s *Store) punchTail(id index.ID, n int64) int64 {
+	st, done, ok := s.quiesce(id)
+	if !ok {
+		return 0
+	}
+	defer s.unquiesce(id, done)
+	st.closeFile()
+	rec, ok, err := s.ix.GetObject(id)
+	if err != nil || !ok {
+		return 0
+	}
+	var present, lens []int64
+	s.ix.Blocks(id, func(i int64, bi index.BlockInfo) error {
+		present = append(present, i)
+		lens = append(lens, int64(bi.Len))
+		return nil
+	})
+	if int64(len(present)) > n {
+		present, lens = present[len(present)-int(n):], lens[len(lens)-int(n):]
+	}
+	if len(present) == 0 || s.ix.DropBlocks(id, present) != nil {
+		return 0
+	}
+	var freed int64
+	f, ferr := os.OpenFile(s.pathOf(id), os.O_RDWR, 0)
+	for k, i := range present {
+		freed += lens[k]
+		if ferr == nil {
+			unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, i*rec.BlockSize, lens[k])
+		}
+	}
+	if ferr == nil {
+		f.Close()
+	}
+	s.used.Add(-freed)
+	s.stats.EvictedBytes.Add(freed)
+	return freed
+}
+
+// sweepOrphanFiles removes cache files the index does not know (left by a
+// crash between forgetting an object and removing its file).
+func (s *Store) sweepOrphanFiles() {
+	defer s.wg.Done()
+	root := filepath.Join(s.dir, "objects")
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		select {
+		case <-s.stop:
+			return filepath.SkipAll
+		default:
+		}
+		if err != nil || d.IsDir() {
+			return nil
+		}
+		id, perr := index.ParseID(d.Name())
+		if perr != nil {
+			return nil
+		}
+		s.mu.Lock()
+		_, live := s.states[id]
+		s.mu.Unlock()
+		if live {
+			return nil
+		}
+		if _, ok, err := s.ix.GetObject(id); err == nil && !ok {
+			os.Remove(p)
+		}
+		return nil
+	})
+}

@@ -1,0 +1,153 @@
+package meta
+
+import (
+	"container/list"
+	"context"
+	"log/slog"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache/index"
+)
+
+// Indefinite as a TTL means metadata never expires (immutable datasets).
+const Indefinite time.Duration = -1
+
+// Entry is one name in a directory.
+type Entry struct {
+	Name    string
+	Dir     bool
+	Size    int64
+	MTime   int64 // unix nanoseconds
+	Version string
+}
+
+// Options configure a Cache.
+type Options struct {
+	// TTL is how long fetched metadata is trusted: 0 revalidates every
+	// time, Indefinite never.
+	TTL time.Duration
+	// MaxEntries bounds the listing entries held in memory; listings
+	// beyond it are served from the index.
+	MaxEntries int
+	Logger     *slog.Logger
+	Clock      func() time.Time
+}
+
+// DefaultOptions: 60 s TTL, 250k entries in memory (about 50 MiB).
+func DefaultOptions() Options { return Options{TTL: time.Minute, MaxEntries: 250_000} }
+
+// Cache answers lookups and listings for one source.
+type Cache struct {
+	be   backend.Backend
+	ix   *index.Index
+	tag  index.SrcTag
+	opts Options
+	log  *slog.Logger
+	now  func() time.Time
+
+	ctx    context.Context // cancelled by Close; background loads run under it
+	cancel context.CancelFunc
+	loads  sync.WaitGroup
+
+	mu     sync.Mutex // guards dirs, lru, inMem, points, warned
+	dirs   map[string]*dirState
+	lru    *list.List // of *dirState holding entries in memory, most recent first
+	inMem  int        // entries held in memory by complete listings
+	points map[string]pointResult
+	warned map[string]bool
+}
+
+type pointResult struct {
+	e         Entry
+	exists    bool
+	fetchedAt int64
+}
+
+// New returns a cache for the source be, persisting in ix.
+func New(be backend.Backend, ix *index.Index, opts Options) *Cache {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.MaxEntries <= 0 {
+		opts.MaxEntries = 1
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &Cache{
+		ctx: ctx, cancel: cancel,
+		be: be, ix: ix, tag: index.TagFor(be.String()), opts: opts, log: opts.Logger, now: opts.Clock,
+		dirs: map[string]*dirState{}, lru: list.New(), points: map[string]pointResult{}, warned: map[string]bool{},
+	}
+}
+
+// Close stops background listing loads and waits for them.
+func (c *Cache) Close() {
+	c.cancel()
+	c.loads.Wait()
+}
+
+// fresh reports whether something fetched at t (unix ns) is still valid.
+func (c *Cache) fresh(t int64) bool {
+	switch {
+	case t == 0:
+		return false
+	case c.opts.TTL < 0:
+		return true
+	case c.opts.TTL == 0:
+		return false
+	}
+	return c.now().UnixNano()-t < int64(c.opts.TTL)
+}
+
+// warnOnce logs a message once per key (bounded, so a bucket of millions
+// of bad keys cannot grow memory without end).
+func (c *Cache) warnOnce(key, msg string, args ...any) {
+	c.mu.Lock()
+	if c.warned[key] || len(c.warned) > 100_000 {
+		c.mu.Unlock()
+		return
+	}
+	c.warned[key] = true
+	c.mu.Unlock()
+	c.log.Warn(msg, args...)
+}
+
+func (c *Cache) skipKey(key, reason string) {
+	c.warnOnce("skip\x00"+key, "meta: key skipped: not a valid POSIX name", "key", key, "reason", reason)
+}
+
+func (c *Cache) shadowKey(key string) {
+	c.warnOnce("shadow\x00"+key, "meta: file hidden by a directory of the same name", "key", key)
+}
+
+// Join returns the key of name in dir (with a trailing "/" for dirs).
+func Join(dir, name string, isDir bool) string {
+	if isDir {
+		return dir + name + "/"
+	}
+	return dir + name
+}
+
+// Parent splits a key into its directory prefix and name.
+func Parent(key string) (dir, name string) {
+	k := strings.TrimSuffix(key, "/")
+	i := strings.LastIndexByte(k, '/')
+	return k[:i+1], k[i+1:]
+}
+
+// Lookup finds name in directory dir. A missing name is backend.ErrNotExist.
+func (c *Cache) Lookup(ctx context.Context, dir, name string) (Entry, error) {
+	ds := c.dir(dir)
+	if e, found, answered := ds.lookupCached(c, name); answered {
+		if !found {
+			return Entry{}, backend.ErrNotExist
+		}
+		return e, nil
+	}
+	return c.pointLookup(ctx, dir, name)
+}

@@ -1,0 +1,117 @@
+package meta
+
+import (
+	"context"
+	"io"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+)
+
+// fakeBackend is an in-memory bucket with S3 delimiter semantics, a page
+// size, a request counter, an on/off switch and an optional gate that
+// holds back pages after the first.
+type fakeBackend struct {
+	mu       sync.Mutex
+	objs     map[string]backend.ObjectInfo
+	pageSize int
+	down     atomic.Bool
+	lists    atomic.Int64
+	stats    atomic.Int64
+	gate     chan struct{} // if set, List of a non-first page waits on it
+}
+
+func newFake(pageSize int, keys ...string) *fakeBackend {
+	f := &fakeBackend{objs: map[string]backend.ObjectInfo{}, pageSize: pageSize}
+	for _, k := range keys {
+		f.put(k, int64(len(k)), "v1")
+	}
+	return f
+}
+
+func (f *fakeBackend) put(key string, size int64, version string) {
+	f.mu.Lock()
+	f.objs[key] = backend.ObjectInfo{Key: key, Size: size, Version: version, MTime: time.Unix(1000, 0)}
+	f.mu.Unlock()
+}
+
+func (f *fakeBackend) String() string { return "fake://bucket" }
+
+func (f *fakeBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo, error) {
+	f.stats.Add(1)
+	if f.down.Load() {
+		return backend.ObjectInfo{}, backend.ErrUnavailable
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if o, ok := f.objs[key]; ok {
+		return o, nil
+	}
+	return backend.ObjectInfo{}, backend.ErrNotExist
+}
+
+func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
+	f.lists.Add(1)
+	if f.down.Load() {
+		return backend.ListPage{}, backend.ErrUnavailable
+	}
+	if opt.Token != "" && f.gate != nil {
+		select {
+		case <-f.gate:
+		case <-ctx.Done():
+			return backend.ListPage{}, ctx.Err()
+		}
+	}
+	f.mu.Lock()
+	var keys []string
+	for k := range f.objs {
+		if strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	objs := f.objs
+	f.mu.Unlock()
+	sort.Strings(keys)
+	limit := f.pageSize
+	if opt.Limit > 0 {
+		limit = opt.Limit
+	}
+	var page backend.ListPage
+	n := 0
+	last := ""
+	for _, k := range keys {
+		if k <= opt.Token {
+			continue
+		}
+		entry := k
+		isPrefix := false
+		if i := strings.IndexByte(k[len(prefix):], '/'); i >= 0 && !opt.Recursive {
+			entry = k[:len(prefix)+i+1]
+			isPrefix = true
+			if entry <= opt.Token || entry == last {
+				continue
+			}
+		}
+		if n == limit {
+			page.Next = last
+			return page, nil
+		}
+		if isPrefix {
+			page.Prefixes = append(page.Prefixes, entry)
+			last = entry + "\xff"
+		} else {
+			page.Objects = append(page.Objects, objs[k])
+			last = k
+		}
+		n++
+	}
+	return page, nil
+}
+
+func (f *fakeBackend) ReadRange(ctx context.Context, key, version string, off, n int64) (io.ReadCloser, error) {
+	return nil, backend.ErrNotSupported
+}

@@ -1,0 +1,242 @@
+package meta
+
+import (
+	"fmt"
+	"sync"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache/index"
+)
+
+// smallListing is the size up to which a listing found in the index is
+// loaded into memory at once rather than read from the index per lookup.
+const smallListing = 4096
+
+// dirState is what the cache knows of one directory.
+type dirState struct {
+	dir string
+
+	mu        sync.Mutex // guards below
+	cur       *listing   // last complete listing (possibly stale), or nil
+	loading   *listing   // listing being fetched, or nil
+	triedDisk bool       // the index was consulted for cur
+
+	lruElem any // *list.Element in Cache.lru; guarded by Cache.mu
+}
+
+// listing is one generation of a directory's contents. While loading it
+// grows page by page; once done it never changes. An indexed listing keeps
+// no entries in memory and reads them from the index.
+type listing struct {
+	mu        sync.Mutex
+	entries   []Entry
+	byName    map[string]int
+	done      bool
+	err       error
+	fetchedAt int64
+	changed   chan struct{} // closed (and replaced) when entries or done change
+
+	indexed bool  // entries live in the index only
+	count   int64 // entries, for indexed listings
+}
+
+func newListing() *listing {
+	return &listing{byName: map[string]int{}, changed: make(chan struct{})}
+}
+
+func (l *listing) appendBatch(es []Entry) {
+	if len(es) == 0 {
+		return
+	}
+	l.mu.Lock()
+	for _, e := range es {
+		l.byName[e.Name] = len(l.entries)
+		l.entries = append(l.entries, e)
+	}
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+func (l *listing) finish(err error, fetchedAt int64) {
+	l.mu.Lock()
+	l.done, l.err, l.fetchedAt = true, err, fetchedAt
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
+// find looks name up in an in-memory listing (complete or partial).
+func (l *listing) find(name string) (Entry, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if i, ok := l.byName[name]; ok {
+		return l.entries[i], true
+	}
+	return Entry{}, false
+}
+
+func (c *Cache) dir(dir string) *dirState {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	ds := c.dirs[dir]
+	if ds == nil {
+		ds = &dirState{dir: dir}
+		c.dirs[dir] = ds
+	}
+	return ds
+}
+
+// current returns the directory's last complete listing, reading its
+// header (and, if small, its entries) from the index the first time.
+func (ds *dirState) current(c *Cache) *listing {
+	ds.mu.Lock()
+	if ds.cur != nil || ds.triedDisk {
+		cur := ds.cur
+		ds.mu.Unlock()
+		return cur
+	}
+	ds.triedDisk = true
+	ds.mu.Unlock()
+
+	hdr, ok, err := c.ix.GetDir(c.tag, ds.dir)
+	if err != nil || !ok || !hdr.Complete {
+		return nil
+	}
+	l := &listing{done: true, fetchedAt: hdr.FetchedAt, indexed: true, count: hdr.Entries, changed: make(chan struct{})}
+	if hdr.Entries <= smallListing {
+		mem := newListing()
+		var es []Entry
+		err := c.ix.ScanListing(c.tag, ds.dir, func(name string, r index.EntryRecord) error {
+			es = append(es, fromRecord(name, r))
+			return nil
+		})
+		if err == nil {
+			mem.appendBatch(es)
+			mem.done, mem.fetchedAt = true, hdr.FetchedAt
+			l = mem
+		}
+	}
+	ds.mu.Lock()
+	if ds.cur == nil {
+		ds.cur = l
+	}
+	l = ds.cur
+	ds.mu.Unlock()
+	if !l.indexed {
+		c.account(ds, l)
+	}
+	return l
+}
+
+// lookupCached answers from a fresh listing, a listing being loaded or a
+// fresh point lookup; answered is false when only the backend can tell.
+func (ds *dirState) lookupCached(c *Cache, name string) (e Entry, found, answered bool) {
+	if cur := ds.current(c); cur != nil && c.fresh(cur.fetchedAt) {
+		e, found := c.findIn(ds, cur, name)
+		return e, found, true
+	}
+	ds.mu.Lock()
+	loading := ds.loading
+	ds.mu.Unlock()
+	if loading != nil {
+		if e, ok := loading.find(name); ok {
+			return e, true, true
+		}
+	}
+	if p, ok := c.point(ds.dir + name); ok && c.fresh(p.fetchedAt) {
+		return p.e, p.exists, true
+	}
+	return Entry{}, false, false
+}
+
+// findIn looks name up in a complete listing.
+func (c *Cache) findIn(ds *dirState, l *listing, name string) (Entry, bool) {
+	if !l.indexed {
+		c.touch(ds)
+		return l.find(name)
+	}
+	r, ok, err := c.ix.GetEntry(c.tag, ds.dir, name)
+	if err != nil || !ok {
+		return Entry{}, false
+	}
+	return fromRecord(name, r), true
+}
+
+// startLoad returns the directory's listing in progress, starting one if
+// none is running.
+func (c *Cache) startLoad(ds *dirState) *listing {
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	if ds.loading != nil {
+		return ds.loading
+	}
+	l := newListing()
+	ds.loading = l
+	c.loads.Add(1)
+	go c.load(ds, l)
+	return l
+}
+
+// load fetches a whole listing page by page, publishing each page to
+// readers, then makes it current and persists it.
+func (c *Cache) load(ds *dirState, l *listing) {
+	defer c.loads.Done()
+	ctx := c.ctx
+	var batch []Entry
+	m := newMerger(ds.dir, func(e Entry) { batch = append(batch, e) }, c.skipKey, c.shadowKey)
+	var err error
+	for token := ""; ; {
+		var page backend.ListPage
+		page, err = c.be.List(ctx, ds.dir, backend.ListOptions{Token: token})
+		if err != nil {
+			err = fmt.Errorf("meta: list %q: %w", ds.dir, err)
+			break
+		}
+		m.page(page)
+		if page.Next == "" {
+			m.end()
+		}
+		l.appendBatch(batch)
+		batch = batch[:0]
+		if page.Next == "" {
+			break
+		}
+		token = page.Next
+	}
+	if err != nil {
+		ds.mu.Lock()
+		ds.loading = nil
+		ds.mu.Unlock()
+		l.finish(err, 0)
+		return
+	}
+	fetched := c.now().UnixNano()
+	l.finish(nil, fetched)
+	ds.mu.Lock()
+	old := ds.cur
+	ds.cur, ds.loading = l, nil
+	ds.mu.Unlock()
+	c.replaced(ds, old, l)
+
+	named := make([]index.NamedEntry, len(l.entries))
+	for i, e := range l.entries {
+		named[i] = index.NamedEntry{Name: e.Name, Entry: toRecord(e)}
+	}
+	hdr := index.DirRecord{FetchedAt: fetched, Complete: true, Entries: int64(len(named))}
+	if err := c.ix.ReplaceListing(c.tag, ds.dir, hdr, named); err != nil {
+		c.log.Warn("meta: saving listing", "dir", ds.dir, "err", err)
+	}
+}
+
+func toRecord(e Entry) index.EntryRecord {
+	k := index.KindFile
+	if e.Dir {
+		k = index.KindDir
+	}
+	return index.EntryRecord{Kind: k, Size: e.Size, MTime: e.MTime, Version: e.Version}
+}
+
+func fromRecord(name string, r index.EntryRecord) Entry {
+	return Entry{Name: name, Dir: r.Kind == index.KindDir, Size: r.Size, MTime: r.MTime, Version: r.Version}
+}

@@ -1,0 +1,122 @@
+package meta
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache/index"
+)
+
+// maxPoints bounds the point lookups remembered in memory; the index keeps
+// them all.
+const maxPoints = 100_000
+
+// point returns a remembered point lookup of key, from memory or the index.
+func (c *Cache) point(key string) (pointResult, bool) {
+	c.mu.Lock()
+	p, ok := c.points[key]
+	c.mu.Unlock()
+	if ok {
+		return p, true
+	}
+	r, ok, err := c.ix.GetStat(c.tag, key)
+	if err != nil || !ok {
+		return pointResult{}, false
+	}
+	_, name := Parent(key)
+	p = pointResult{e: fromRecord(name, r), exists: r.Kind != index.KindAbsent, fetchedAt: r.FetchedAt}
+	c.remember(key, p)
+	return p, true
+}
+
+func (c *Cache) remember(key string, p pointResult) {
+	c.mu.Lock()
+	if len(c.points) >= maxPoints {
+		clear(c.points)
+	}
+	c.points[key] = p
+	c.mu.Unlock()
+}
+
+// pointLookup asks the backend about one name: HEAD of the key and a
+// one-entry LIST of key+"/" at the same time (a directory wins over a file
+// of the same name). When the backend cannot be reached, a stale answer is
+// better than none.
+func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error) {
+	key := dir + name
+	var (
+		wg      sync.WaitGroup
+		info    backend.ObjectInfo
+		statErr error
+		page    backend.ListPage
+		listErr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); info, statErr = c.be.Stat(ctx, key) }()
+	go func() {
+		defer wg.Done()
+		page, listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})
+	}()
+	wg.Wait()
+
+	isDir := listErr == nil && (len(page.Objects) > 0 || len(page.Prefixes) > 0)
+	isFile := statErr == nil
+	var err error
+	switch {
+	case isDir:
+		// Decided whatever HEAD said.
+	case listErr != nil:
+		err = listErr
+	case statErr != nil && !errors.Is(statErr, backend.ErrNotExist):
+		err = statErr
+	}
+	if err != nil {
+		if e, found, ok := c.staleAnswer(dir, name); ok {
+			c.warnOnce("stale\x00"+key, "meta: backend unreachable; serving cached metadata past its TTL", "key", key, "err", err)
+			if !found {
+				return Entry{}, backend.ErrNotExist
+			}
+			return e, nil
+		}
+		return Entry{}, fmt.Errorf("meta: lookup %q: %w", key, err)
+	}
+
+	p := pointResult{fetchedAt: c.now().UnixNano(), exists: isDir || isFile}
+	rec := index.EntryRecord{Kind: index.KindAbsent, FetchedAt: p.fetchedAt}
+	switch {
+	case isDir:
+		if isFile {
+			c.shadowKey(key)
+		}
+		p.e = Entry{Name: name, Dir: true}
+		rec.Kind = index.KindDir
+	case isFile:
+		p.e = Entry{Name: name, Size: info.Size, MTime: info.MTime.UnixNano(), Version: info.Version}
+		rec = toRecord(p.e)
+		rec.FetchedAt = p.fetchedAt
+	}
+	c.remember(key, p)
+	if err := c.ix.PutStat(c.tag, key, rec); err != nil {
+		c.log.Warn("meta: saving lookup", "key", key, "err", err)
+	}
+	if !p.exists {
+		return Entry{}, backend.ErrNotExist
+	}
+	return p.e, nil
+}
+
+// staleAnswer finds name in whatever the cache has, fresh or not.
+func (c *Cache) staleAnswer(dir, name string) (Entry, bool, bool) {
+	ds := c.dir(dir)
+	if cur := ds.current(c); cur != nil {
+		e, found := c.findIn(ds, cur, name)
+		return e, found, true
+	}
+	if p, ok := c.point(dir + name); ok {
+		return p.e, p.exists, true
+	}
+	return Entry{}, false, false
+}

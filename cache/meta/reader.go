@@ -1,0 +1,162 @@
+package meta
+
+import (
+	"context"
+	"errors"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache/index"
+)
+
+// Reader streams one directory's entries, blocking for pages still being
+// fetched. Not safe for concurrent use (one per open directory handle).
+type Reader struct {
+	c    *Cache
+	ds   *dirState
+	l    *listing
+	pos  int
+	seen map[string]bool // names emitted before falling back to a stale listing
+	last Entry           // the entry Next returned last
+
+	// indexed listings: entries come from the index a chunk at a time.
+	after string
+	buf   []Entry
+	eof   bool
+}
+
+// OpenDir starts reading directory dir: from a fresh cached listing, or
+// from a listing being fetched (shared with concurrent readers).
+func (c *Cache) OpenDir(ctx context.Context, dir string) *Reader {
+	ds := c.dir(dir)
+	r := &Reader{c: c, ds: ds}
+	if cur := ds.current(c); cur != nil && c.fresh(cur.fetchedAt) {
+		r.l = cur
+		return r
+	}
+	r.l = c.startLoad(ds)
+	return r
+}
+
+// Rewind starts the stream over (rewinddir), on the same listing.
+func (r *Reader) Rewind() {
+	r.pos, r.after, r.buf, r.eof, r.seen = 0, "", nil, false, nil
+}
+
+// Next returns the next entry, or ok false at the end.
+func (r *Reader) Next(ctx context.Context) (e Entry, ok bool, err error) {
+	for {
+		if r.l.indexed {
+			e, ok, err = r.nextIndexed()
+		} else {
+			e, ok, err = r.nextMem(ctx)
+		}
+		if err != nil {
+			if r.fallback(err) {
+				continue
+			}
+			return Entry{}, false, err
+		}
+		if ok && r.seen != nil {
+			if r.seen[e.Name] {
+				continue
+			}
+			r.seen[e.Name] = true
+		}
+		if ok {
+			r.last = e
+		}
+		return e, ok, nil
+	}
+}
+
+func (r *Reader) nextMem(ctx context.Context) (Entry, bool, error) {
+	l := r.l
+	for {
+		l.mu.Lock()
+		if r.pos < len(l.entries) {
+			e := l.entries[r.pos]
+			r.pos++
+			l.mu.Unlock()
+			return e, true, nil
+		}
+		if l.done {
+			err := l.err
+			l.mu.Unlock()
+			return Entry{}, false, err
+		}
+		ch := l.changed
+		l.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return Entry{}, false, ctx.Err()
+		}
+	}
+}
+
+func (r *Reader) nextIndexed() (Entry, bool, error) {
+	if len(r.buf) == 0 && !r.eof {
+		const chunk = 512
+		n := 0
+		err := r.c.ix.ScanListingFrom(r.c.tag, r.ds.dir, r.after, chunk, func(name string, rec index.EntryRecord) error {
+			r.buf = append(r.buf, fromRecord(name, rec))
+			n++
+			return nil
+		})
+		if err != nil {
+			return Entry{}, false, err
+		}
+		if n < chunk {
+			r.eof = true
+		}
+	}
+	if len(r.buf) == 0 {
+		return Entry{}, false, nil
+	}
+	e := r.buf[0]
+	r.buf = r.buf[1:]
+	r.after = e.Name
+	return e, true, nil
+}
+
+// fallback switches a reader whose fetch failed to the stale listing, if
+// there is one and the failure was the backend's, remembering the names
+// already emitted so none repeats.
+func (r *Reader) fallback(err error) bool {
+	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
+		return false
+	}
+	r.ds.mu.Lock()
+	stale := r.ds.cur
+	r.ds.mu.Unlock()
+	if stale == nil || stale == r.l || errors.Is(err, backend.ErrNoBucket) {
+		return false
+	}
+	r.c.warnOnce("stale\x00"+r.ds.dir, "meta: backend unreachable; serving the cached listing past its TTL", "dir", r.ds.dir, "err", err)
+	r.seen = map[string]bool{}
+	if !r.l.indexed {
+		r.l.mu.Lock()
+		for _, e := range r.l.entries[:r.pos] {
+			r.seen[e.Name] = true
+		}
+		r.l.mu.Unlock()
+	}
+	r.l, r.pos, r.after, r.buf, r.eof = stale, 0, "", nil, false
+	return true
+}
+
+// Lookup finds name in the listing this reader streams (readdirplus asks
+// for each entry it has just emitted).
+func (r *Reader) Lookup(name string) (Entry, bool) {
+	if r.last.Name == name && name != "" {
+		return r.last, true
+	}
+	if !r.l.indexed {
+		return r.l.find(name)
+	}
+	rec, ok, err := r.c.ix.GetEntry(r.c.tag, r.ds.dir, name)
+	if err != nil || !ok {
+		return Entry{}, false
+	}
+	return fromRecord(name, rec), true
+}

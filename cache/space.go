@@ -1,0 +1,82 @@
+package cache
+
+import (
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Disk reports the size and free space of the filesystem holding the
+// cache. Tests inject a fake one.
+type Disk interface {
+	Statfs(path string) (total, avail int64, err error)
+}
+
+// RealDisk asks the kernel.
+type RealDisk struct{}
+
+// Statfs returns the filesystem's total bytes and the bytes available to
+// unprivileged users.
+func (RealDisk) Statfs(path string) (int64, int64, error) {
+	var st unix.Statfs_t
+	if err := unix.Statfs(path, &st); err != nil {
+		return 0, 0, err
+	}
+	return int64(st.Blocks) * st.Bsize, int64(st.Bavail) * st.Bsize, nil
+}
+
+// limiter turns the size options into a byte limit, re-reading the disk's
+// free space at most once per interval (statfs on every block write would
+// cost a syscall on the hot path).
+type limiter struct {
+	dir       string
+	disk      Disk
+	now       func() time.Time
+	maxBytes  int64   // fixed limit, 0 = none
+	minFree   float64 // fraction of the filesystem to keep free
+	interval  time.Duration
+	mu        sync.Mutex
+	checked   time.Time
+	limit     int64
+	lastTotal int64
+}
+
+// Limit returns the number of bytes the cache may hold given that it
+// holds used bytes now.
+func (l *limiter) Limit(used int64) int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.now()
+	if !l.checked.IsZero() && now.Sub(l.checked) < l.interval {
+		return l.limit
+	}
+	l.checked = now
+	l.limit = l.compute(used)
+	return l.limit
+}
+
+// Refresh forgets the cached figure so the next Limit re-reads the disk.
+func (l *limiter) Refresh() {
+	l.mu.Lock()
+	l.checked = time.Time{}
+	l.mu.Unlock()
+}
+
+func (l *limiter) compute(used int64) int64 {
+	limit := int64(1<<63 - 1)
+	if l.maxBytes > 0 {
+		limit = l.maxBytes
+	}
+	if l.minFree > 0 || l.maxBytes == 0 {
+		total, avail, err := l.disk.Statfs(l.dir)
+		if err != nil {
+			return l.limit // keep the previous figure
+		}
+		l.lastTotal = total
+		// What we hold plus what is still free, minus the floor to keep.
+		room := used + avail - int64(l.minFree*float64(total))
+		limit = min(limit, max(room, 0))
+	}
+	return limit
+}
