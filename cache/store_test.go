@@ -41,7 +41,7 @@ func (d *fakeDisk) Statfs(string) (int64, int64, error) { return d.total.Load(),
 
 type clock struct{ t atomic.Int64 }
 
-func (c *clock) now() time.Time   { return time.Unix(c.t.Load(), 0) }
+func (c *clock) now() time.Time  { return time.Unix(c.t.Load(), 0) }
 func (c *clock) advance(s int64) { c.t.Add(s) }
 
 const bs = 4096

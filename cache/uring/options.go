@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"runtime"
 	"sync/atomic"
 	"syscall"
 )
@@ -20,6 +21,10 @@ type Options struct {
 	// up to a power of two and clamps it; the completion queue is twice
 	// as big and bounds the ops in flight per engine (no CQ overflow).
 	Entries int
+	// Rings is how many io_uring instances the uring engine spreads calls
+	// over: one ring copies on one thread at a time. Default GOMAXPROCS,
+	// at most 8.
+	Rings int
 	// Parallelism bounds the goroutines (and so the blocked OS threads)
 	// one Do of the pread engine uses; it is the queue depth a batch gets.
 	Parallelism int
@@ -29,10 +34,10 @@ type Options struct {
 	slots    int // ops in flight per ring; > CQ size provokes CQ overflow
 }
 
-// DefaultOptions: a 256-entry ring (512 ops in flight), batches of up to
-// 16 concurrent preads.
+// DefaultOptions: one 256-entry ring (512 ops in flight) per CPU, up to
+// 8; batches of up to 16 concurrent preads.
 func DefaultOptions() Options {
-	return Options{Entries: 256, Parallelism: 16}
+	return Options{Entries: 256, Rings: min(runtime.GOMAXPROCS(0), 8), Parallelism: 16}
 }
 
 func (o Options) withDefaults() Options {
@@ -41,6 +46,9 @@ func (o Options) withDefaults() Options {
 		o.Entries = d.Entries
 	}
 	o.Entries = min(o.Entries, 32768) // IORING_MAX_ENTRIES
+	if o.Rings <= 0 {
+		o.Rings = d.Rings
+	}
 	if o.Parallelism <= 0 {
 		o.Parallelism = d.Parallelism
 	}

@@ -15,7 +15,7 @@ import (
 // once if someone else is reaping: that reaper, or the dedicated one,
 // will see what is left. CQEs are copied out and their slots freed before
 // processing, so cqMu is never held while submitting.
-func (e *uringEngine) reap(wait bool) {
+func (e *shard) reap(wait bool) {
 	var buf [32]cqe
 	var rb [32]uint32
 	for {
@@ -45,7 +45,7 @@ func (e *uringEngine) reap(wait bool) {
 
 // complete handles one CQE: finish the op, or append its id to resub to
 // send the rest of a short transfer or retry a transient error.
-func (e *uringEngine) complete(c cqe, resub []uint32) []uint32 {
+func (e *shard) complete(c cqe, resub []uint32) []uint32 {
 	if c.UserData == wakeUserData {
 		return resub
 	}
@@ -75,14 +75,14 @@ func (e *uringEngine) complete(c cqe, resub []uint32) []uint32 {
 	return resub
 }
 
-func (e *uringEngine) again(id uint32, resub []uint32) []uint32 {
+func (e *shard) again(id uint32, resub []uint32) []uint32 {
 	e.st.resubmits.Add(1)
 	return append(resub, id)
 }
 
 // finish records the op's result, frees its slot and, for the batch's
 // last op, wakes the caller.
-func (e *uringEngine) finish(id uint32, err error) {
+func (e *shard) finish(id uint32, err error) {
 	r := &e.reqs[id]
 	b, op, n := r.b, r.op, r.done
 	r.b, r.op, r.done, r.retries = nil, nil, 0, 0
@@ -100,7 +100,7 @@ func (e *uringEngine) finish(id uint32, err error) {
 // reaper waits in the kernel while ops are pending and processes their
 // CQEs; with nothing pending it parks until kicked. It never gives up on
 // pending ops: their buffers may be in use by the kernel until the CQE.
-func (e *uringEngine) reaper() {
+func (e *shard) reaper() {
 	defer close(e.reaperDone)
 	for {
 		e.reap(true)
@@ -127,7 +127,7 @@ func (e *uringEngine) reaper() {
 }
 
 // Close waits for running calls (and so for every op in flight), stops
-// the reaper, unmaps the rings and closes the ring fd. Later calls get
+// the reapers, unmaps the rings and closes the ring fds. Later calls get
 // ErrClosed.
 func (e *uringEngine) Close() error {
 	e.gate.Lock()
@@ -136,23 +136,36 @@ func (e *uringEngine) Close() error {
 		return errCloseTwice
 	}
 	e.closed = true
+	if err := e.closeShards(); err != nil {
+		return fmt.Errorf("uring: close: %w", err)
+	}
+	return nil
+}
+
+func (e *uringEngine) closeShards() error {
+	var errs []error
+	for _, s := range e.shards {
+		errs = append(errs, s.close())
+	}
+	return errors.Join(errs...)
+}
+
+// close stops the reaper and releases the ring. Nothing is in flight.
+func (e *shard) close() error {
 	e.stopping.Store(true)
 	close(e.stop)
 	for {
 		e.nudge()
 		select {
 		case <-e.reaperDone:
-			if err := e.ring.close(); err != nil {
-				return fmt.Errorf("uring: close: %w", err)
-			}
-			return nil
+			return e.ring.close()
 		case <-time.After(100 * time.Millisecond): // NOP refused; try again
 		}
 	}
 }
 
 // nudge submits a NOP, whose CQE wakes a reaper blocked in the kernel.
-func (e *uringEngine) nudge() {
+func (e *shard) nudge() {
 	e.sqMu.Lock()
 	defer e.sqMu.Unlock()
 	if !e.ring.sqFull() {

@@ -7,14 +7,24 @@ import (
 	"unsafe"
 )
 
-// uringEngine runs ops on one io_uring: a mutex-protected SQ that any
-// goroutine submits to, a CQ that submitters reap opportunistically and a
-// dedicated reaper goroutine drains when ops complete asynchronously.
-// doc.go explains the choice and the lock order.
+// uringEngine spreads Do calls round-robin over independent rings, one
+// per CPU by default. A ring submits under the kernel's per-ring lock and
+// copies page-cache hits inline on the submitting thread, so one ring
+// moves data on one thread at a time; N rings let N callers copy at once.
+// doc.go explains the structure and the lock order.
 type uringEngine struct {
 	gate   sync.RWMutex // Do/ReadAt/WriteAt hold it shared, Close exclusive
 	closed bool         // guarded by gate
 
+	shards []*shard
+	rr     atomic.Uint32 // round-robin shard choice
+}
+
+// shard is one ring with its own locks, in-flight table and reaper: a
+// mutex-protected SQ that any goroutine submits to, a CQ that submitters
+// reap opportunistically and a dedicated reaper goroutine drains when ops
+// complete asynchronously. Shards share nothing but the Options.
+type shard struct {
 	ring *ring
 	sqMu sync.Mutex // the SQ producer side of ring
 	cqMu sync.Mutex // the CQ consumer side of ring; a leaf lock
@@ -63,6 +73,19 @@ const (
 )
 
 func newUring(o Options) (*uringEngine, error) {
+	e := &uringEngine{}
+	for range o.Rings {
+		sh, err := newShard(o)
+		if err != nil {
+			e.closeShards()
+			return nil, err
+		}
+		e.shards = append(e.shards, sh)
+	}
+	return e, nil
+}
+
+func newShard(o Options) (*shard, error) {
 	r, err := openRing(uint32(o.Entries))
 	if err != nil {
 		return nil, err
@@ -71,7 +94,7 @@ func newUring(o Options) (*uringEngine, error) {
 	if o.slots > 0 {
 		slots = o.slots
 	}
-	e := &uringEngine{
+	s := &shard{
 		ring:       r,
 		reqs:       make([]req, slots),
 		free:       make(chan uint32, slots),
@@ -81,10 +104,10 @@ func newUring(o Options) (*uringEngine, error) {
 		chunk:      o.maxChunk,
 	}
 	for i := range slots {
-		e.free <- uint32(i)
+		s.free <- uint32(i)
 	}
-	go e.reaper()
-	return e, nil
+	go s.reaper()
+	return s, nil
 }
 
 func (e *uringEngine) Name() string { return string(KindUring) }
@@ -100,7 +123,7 @@ func (e *uringEngine) Do(ops []Op) {
 	}
 	b := batchPool.Get().(*batch)
 	b.ops = ops
-	e.run(b)
+	e.pick().run(b)
 	b.ops = nil
 	batchPool.Put(b)
 }
@@ -122,16 +145,20 @@ func (e *uringEngine) single(op Op) (int, error) {
 	b := batchPool.Get().(*batch)
 	b.one[0] = op
 	b.ops = b.one[:]
-	e.run(b)
+	e.pick().run(b)
 	op = b.one[0]
 	b.one[0], b.ops = Op{}, nil
 	batchPool.Put(b)
 	return op.N, op.Err
 }
 
+func (e *uringEngine) pick() *shard {
+	return e.shards[int(e.rr.Add(1))%len(e.shards)]
+}
+
 // run submits every op of b, as few io_uring_enter calls as the free
 // slots and the SQ allow, and returns when all have their final CQE.
-func (e *uringEngine) run(b *batch) {
+func (e *shard) run(b *batch) {
 	ops := b.ops
 	live := 0
 	for i := range ops {
@@ -179,7 +206,7 @@ func (e *uringEngine) run(b *batch) {
 	<-b.done
 }
 
-func (e *uringEngine) tryAcquire() (uint32, bool) {
+func (e *shard) tryAcquire() (uint32, bool) {
 	select {
 	case id := <-e.free:
 		return id, true
@@ -190,7 +217,7 @@ func (e *uringEngine) tryAcquire() (uint32, bool) {
 
 // acquire blocks for a free slot. Every held slot is submitted by now, so
 // slots come back as their CQEs are reaped.
-func (e *uringEngine) acquire() uint32 {
+func (e *shard) acquire() uint32 {
 	e.reap(false)
 	if id, ok := e.tryAcquire(); ok {
 		return id
@@ -199,14 +226,14 @@ func (e *uringEngine) acquire() uint32 {
 	return <-e.free
 }
 
-func (e *uringEngine) wakeReaper() {
+func (e *shard) wakeReaper() {
 	select {
 	case e.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (e *uringEngine) issue(ids []uint32) {
+func (e *shard) issue(ids []uint32) {
 	e.pending.Add(int64(len(ids)))
 	e.submit(ids)
 }
@@ -214,7 +241,7 @@ func (e *uringEngine) issue(ids []uint32) {
 // submit fills one SQE per id and enters the kernel once per SQ-full of
 // them (once in all when the batch fits). SQEs the kernel refuses fail
 // their ops with the error.
-func (e *uringEngine) submit(ids []uint32) {
+func (e *shard) submit(ids []uint32) {
 	var refused []uint64
 	var err error
 	e.sqMu.Lock()
@@ -245,7 +272,7 @@ func cmpOr(a, b error) error {
 
 // fill writes the SQE for the untransferred rest of req id. It is where
 // the req passes to the kernel, so it ends with the seq bump.
-func (e *uringEngine) fill(s *sqe, id uint32) {
+func (e *shard) fill(s *sqe, id uint32) {
 	r := &e.reqs[id]
 	op := r.op
 	p := op.Buf[r.done:]
