@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -260,5 +261,38 @@ func TestReplacedDuringRead(t *testing.T) {
 		if !bytes.Equal(got, old[:len(got)]) {
 			t.Fatalf("pinned=%v: bytes before the failure are not the old version's", pinned)
 		}
+	}
+}
+
+// Close from another goroutine unblocks a Read waiting on the network.
+func TestCloseUnblocksRead(t *testing.T) {
+	p, b, direct := faultSetup(t)
+	data := testData(1<<20, 8)
+	mustPut(t, direct, "k", data, backend.PutOptions{})
+	b = newTestBackend(t, p.URL, "bkt", func(o *Options) {
+		fastRetries(o)
+		o.StallTimeout = time.Minute // only Close can end this read
+	})
+	p.set(p.bodyFault(1, 1000, true, nil))
+	rc, err := b.ReadRange(context.Background(), "k", "", 0, int64(len(data)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := io.ReadAll(rc)
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := rc.Close(); err != nil {
+		t.Fatalf("Close during a Read: %v", err)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("a Read cut by Close reported success")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not unblock the Read")
 	}
 }

@@ -90,7 +90,8 @@ func (b *Backend) readErr(ctx context.Context, key string, gen int64, err error)
 
 // rangeReader enforces the contract on top of the library's reader:
 // exactly want bytes, a stall guard, and errors mapped to sentinels.
-// Like any io.Reader it is used by one goroutine at a time.
+// Read is for one goroutine at a time; Close may come from another one
+// to abort a Read that waits on the network.
 type rangeReader struct {
 	b      *Backend
 	ctx    context.Context // the caller's
