@@ -27,12 +27,15 @@ func engineCases() []engineCase {
 	small.maxChunk = 1000
 	tiny := DefaultOptions()
 	tiny.Entries = 4 // SQ of 4, CQ and in-flight slots of 8
+	three := DefaultOptions()
+	three.Rings = 3
 	return []engineCase{
 		{"pread", KindPread, DefaultOptions()},
 		{"uring", KindUring, DefaultOptions()},
 		{"pread/chunk1000", KindPread, small},
 		{"uring/chunk1000", KindUring, small},
 		{"uring/entries4", KindUring, tiny},
+		{"uring/rings3", KindUring, three},
 	}
 }
 
