@@ -112,7 +112,7 @@ func (m *MinIO) start() error {
 	m.mu.Unlock()
 
 	ready := make(chan error, 1)
-	go func() { ready <- WaitHTTP(m.Endpoint+"/minio/health/live", minioStartTimeout) }()
+	go func() { ready <- m.waitReady(minioStartTimeout) }()
 	select {
 	case err = <-ready:
 	case <-done:
@@ -123,6 +123,31 @@ func (m *MinIO) start() error {
 		return fmt.Errorf("%w\n--- minio log (tail) ---\n%s", err, m.logTail(4096))
 	}
 	return nil
+}
+
+// waitReady polls /minio/health/live until it answers 200 without the
+// "x-minio-server-status: offline" header: live alone answers 200 before
+// the object layer is up, and bucket requests then fail with 503.
+func (m *MinIO) waitReady(timeout time.Duration) error {
+	url := m.Endpoint + "/minio/health/live"
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	last := errors.New("no answer yet")
+	for time.Now().Before(deadline) {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			status := resp.Header.Get("x-minio-server-status")
+			if resp.StatusCode == http.StatusOK && status != "offline" {
+				return nil
+			}
+			last = fmt.Errorf("status %d, server status %q", resp.StatusCode, status)
+		} else {
+			last = err
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("%s not ready after %s: %v", url, timeout, last)
 }
 
 // Stop terminates the server (SIGTERM, then SIGKILL after 10 s) and waits
@@ -194,22 +219,36 @@ func (m *MinIO) NewBucket(tb testing.TB) string {
 
 // MakeBucket creates a bucket with a SigV4-signed PUT (this package does
 // not import the AWS SDK).
+// A 503 (server still initialising) is retried for a few seconds.
 func (m *MinIO) MakeBucket(name string) error {
+	var err error
+	for attempt := 0; attempt < 20; attempt++ {
+		var retry bool
+		if retry, err = m.makeBucket(name); !retry {
+			return err
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	return err
+}
+
+func (m *MinIO) makeBucket(name string) (retry bool, err error) {
 	req, err := http.NewRequest(http.MethodPut, m.Endpoint+"/"+name, nil)
 	if err != nil {
-		return err
+		return false, err
 	}
 	signV4(req, m.AccessKey, m.SecretKey, m.Region, time.Now())
 	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
 	if err != nil {
-		return fmt.Errorf("create bucket %s: %w", name, err)
+		return false, fmt.Errorf("create bucket %s: %w", name, err)
 	}
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
-		return fmt.Errorf("create bucket %s: %s: %s", name, resp.Status, bytes.TrimSpace(body))
+		err = fmt.Errorf("create bucket %s: %s: %s", name, resp.Status, bytes.TrimSpace(body))
+		return resp.StatusCode == http.StatusServiceUnavailable, err
 	}
-	return nil
+	return false, nil
 }
 
 // Log returns the server's log so far, for failure messages.
