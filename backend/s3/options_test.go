@@ -164,3 +164,30 @@ func TestCheckMissingCredentials(t *testing.T) {
 		t.Fatalf("Check without credentials: %v", err)
 	}
 }
+
+func TestProfileAndTransport(t *testing.T) {
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "config")
+	os.WriteFile(cfgFile, []byte("[profile strata]\nregion = eu-north-1\n"), 0o600)
+	t.Setenv("AWS_CONFIG_FILE", cfgFile)
+	t.Setenv("AWS_REGION", "")
+	t.Setenv("AWS_DEFAULT_REGION", "")
+	b, err := New(context.Background(), "b", Options{Profile: "strata", NoSignRequest: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := b.client.Options().Region; r != "eu-north-1" {
+		t.Errorf("region from profile = %q, want eu-north-1", r)
+	}
+	if _, err := New(context.Background(), "b", Options{Profile: "no-such-profile"}); err == nil {
+		t.Error("New with a missing profile succeeded")
+	}
+	tr := b.transport
+	if tr.MaxIdleConnsPerHost < 128 || tr.MaxConnsPerHost != 0 || tr.TLSNextProto == nil || !tr.DisableCompression {
+		t.Errorf("transport not tuned for many concurrent GETs: idle/host %d, max/host %d, h2 off %v",
+			tr.MaxIdleConnsPerHost, tr.MaxConnsPerHost, tr.TLSNextProto != nil)
+	}
+	if b.client.Options().HTTPClient == nil {
+		t.Fatal("no HTTP client")
+	}
+}
