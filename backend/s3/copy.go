@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -34,6 +35,17 @@ func (b *Backend) Copy(ctx context.Context, src, srcVersion, dst string) (backen
 	if dst == "" {
 		return backend.ObjectInfo{}, fmt.Errorf("s3: copy %s: empty destination key", src)
 	}
+	for attempt := 0; ; attempt++ {
+		info, err := b.copyOnce(ctx, src, srcVersion, dst)
+		// Unpinned, a source replaced between the HEAD and the copy is
+		// simply copied again at its new version.
+		if srcVersion != "" || attempt == 2 || !errors.Is(err, backend.ErrVersionChanged) {
+			return info, err
+		}
+	}
+}
+
+func (b *Backend) copyOnce(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
 	info, err := b.head(ctx, "copy", src, srcVersion)
 	if err != nil {
 		return backend.ObjectInfo{}, err

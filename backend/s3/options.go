@@ -229,11 +229,9 @@ func New(ctx context.Context, bucket string, opt Options) (*Backend, error) {
 	if !opt.NoSignRequest {
 		b.creds = cfg.Credentials
 	}
-	endpoint := opt.Endpoint
-	if endpoint == "" && cfg.BaseEndpoint != nil {
-		endpoint = *cfg.BaseEndpoint // AWS_ENDPOINT_URL
-	}
-	if endpoint != "" {
+	// The endpoint as the client resolved it: Options.Endpoint, or
+	// AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL / endpoint_url in the profile.
+	if endpoint := aws.ToString(client.Options().BaseEndpoint); endpoint != "" {
 		b.name += "@" + redactEndpoint(endpoint)
 	}
 	return b, nil
