@@ -114,7 +114,7 @@ func (b *Backend) openRoot(op string) (*os.Root, error) {
 		notDir = true // OpenRoot's error for this matches no errno
 	}
 	if notDir || errors.Is(err, fs.ErrNotExist) || errors.Is(err, syscall.ENOTDIR) {
-		return nil, fmt.Errorf("local: %s: root %s: %w", op, b.root, backend.ErrNoBucket)
+		return nil, fmt.Errorf("local: %s: root %s: %w: %w", op, b.root, backend.ErrNoBucket, err)
 	}
 	return nil, mapErr(op, b.root, err)
 }
