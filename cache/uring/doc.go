@@ -50,8 +50,8 @@
 //   - Why several rings: the kernel submits under a per-ring lock and
 //     copies page-cache hits inline on the submitting thread, so one ring
 //     moves data on one thread at a time however many goroutines call it
-//     (16 callers of 1 MiB reads: 6 GB/s on one ring, 16 GB/s on two, on
-//     the 2-vCPU test machine). IOSQE_ASYNC instead was measured worse:
+//     (16 callers of 1 MiB reads on the 2-vCPU test machine: 4-6 GB/s on
+//     one ring, 12 GB/s on two). IOSQE_ASYNC instead was measured worse:
 //     io-wq runs CPU-bound copies from one submitter on one worker, and
 //     the hand-off doubled the latency of single reads.
 //

@@ -58,12 +58,36 @@ func (o Options) withDefaults() Options {
 	return o
 }
 
-// autoKind is what KindAuto resolves to, from the benchmarks in
-// bench_test.go on the cache's workload (`go test -bench . -run '^$'
-// ./cache/uring/`, Linux 6.18, 2 vCPU EPYC VM, ext4 on virtio, GOMAXPROCS=2;
-// MB/s, pread vs uring, uring/pread ratio):
+// autoKind is what KindAuto resolves to: pread, which the benchmarks in
+// bench_test.go show as fast or faster on every case of the cache's
+// workload. Measured with `go test -bench . -count=5 -run '^$'
+// ./cache/uring/` on Linux 6.18, 2 vCPU Xeon VM, ext4 on virtio, Go 1.26,
+// GOMAXPROCS=2, other jobs sharing the VM; medians of 5 runs, uring with
+// 2 rings; u/p is the uring/pread ratio of ops/s, [its range over runs]:
 //
-//	TODO(bench): fill in measured numbers.
+//	case                        pread MB/s  uring MB/s   u/p
+//	ColdFill/buffered/batch=1         3711        2940   0.79 [0.43-4.32] (noisy: page cache, shared VM)
+//	ColdFill/buffered/batch=8         4815        3489   0.72 [0.24-1.05]
+//	ColdFill/buffered/batch=32        3091        2892   0.94 [0.32-1.25]
+//	ColdFill/direct/batch=1           1989        1792   0.90 [0.85-0.97]
+//	ColdFill/direct/batch=8           1864        1703   0.91 [0.57-1.01]
+//	ColdFill/direct/batch=32          1365        1319   0.97 [0.79-1.02]
+//	WarmRead/4KiB/qd1                 5264        3528   0.67 [0.64-0.73]
+//	WarmRead/4KiB/batch32             3550        5343   1.50 [1.37-1.54]
+//	WarmRead/4KiB/par16               8183        5010   0.61 [0.54-0.65]
+//	WarmRead/128KiB/qd1               8979        8515   0.95 [0.91-0.99]
+//	WarmRead/128KiB/batch32          12683        8255   0.65 [0.62-0.69]
+//	WarmRead/128KiB/par16            16520       11285   0.68 [0.61-0.80]
+//	WarmRead/1024KiB/qd1              8878        8709   0.98 [0.95-1.02]
+//	WarmRead/1024KiB/batch32         10440        7617   0.73 [0.50-0.98]
+//	WarmRead/1024KiB/par16           16210       12078   0.75 [0.46-0.78]
+//
+// io_uring wins only batches of small reads in one Do (1.5x at 4 KiB x 32),
+// which the cache does not issue: FUSE reads arrive one per request. Its
+// kernel path costs more per op (4 KiB QD1: ~1.1 us vs ~0.75 us for
+// pread), and page-cache copies run on the submitting thread under a
+// per-ring lock, where pread spreads them over threads. Re-measure on
+// NVMe with many cores before changing this.
 const autoKind = KindPread
 
 // New returns an engine of the given kind. KindUring fails with an error

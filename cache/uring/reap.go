@@ -15,42 +15,42 @@ import (
 // once if someone else is reaping: that reaper, or the dedicated one,
 // will see what is left. CQEs are copied out and their slots freed before
 // processing, so cqMu is never held while submitting.
-func (e *shard) reap(wait bool) {
+func (sh *shard) reap(wait bool) {
 	var buf [32]cqe
 	var rb [32]uint32
 	for {
 		if wait {
-			e.cqMu.Lock()
-		} else if !e.cqMu.TryLock() {
+			sh.cqMu.Lock()
+		} else if !sh.cqMu.TryLock() {
 			return
 		}
-		n := e.ring.reapCQ(buf[:])
-		e.cqMu.Unlock()
+		n := sh.ring.reapCQ(buf[:])
+		sh.cqMu.Unlock()
 		if n == 0 {
-			if !e.ring.overflowed() {
+			if !sh.ring.overflowed() {
 				return
 			}
-			e.ring.flushOverflow(&e.st)
+			sh.ring.flushOverflow(&sh.st)
 			continue
 		}
 		resub := rb[:0]
 		for _, c := range buf[:n] {
-			resub = e.complete(c, resub)
+			resub = sh.complete(c, resub)
 		}
 		if len(resub) > 0 {
-			e.submit(resub)
+			sh.submit(resub)
 		}
 	}
 }
 
 // complete handles one CQE: finish the op, or append its id to resub to
 // send the rest of a short transfer or retry a transient error.
-func (e *shard) complete(c cqe, resub []uint32) []uint32 {
+func (sh *shard) complete(c cqe, resub []uint32) []uint32 {
 	if c.UserData == wakeUserData {
 		return resub
 	}
 	id := uint32(c.UserData)
-	r := &e.reqs[id]
+	r := &sh.reqs[id]
 	r.seq.Load()
 	switch {
 	case c.Res < 0:
@@ -58,40 +58,40 @@ func (e *shard) complete(c cqe, resub []uint32) []uint32 {
 		transient := errno == syscall.EINTR || errno == syscall.EAGAIN || errno == syscall.ECANCELED
 		if transient && r.retries < maxRetries { // ECANCELED: the submitting thread exited
 			r.retries++
-			return e.again(id, resub)
+			return sh.again(id, resub)
 		}
-		e.finish(id, errno)
+		sh.finish(id, errno)
 	case c.Res == 0 && r.op.Write:
-		e.finish(id, io.ErrShortWrite)
+		sh.finish(id, io.ErrShortWrite)
 	case c.Res == 0: // end of file
-		e.finish(id, nil)
+		sh.finish(id, nil)
 	default:
 		r.done += int(c.Res)
 		if r.done < len(r.op.Buf) {
-			return e.again(id, resub)
+			return sh.again(id, resub)
 		}
-		e.finish(id, nil)
+		sh.finish(id, nil)
 	}
 	return resub
 }
 
-func (e *shard) again(id uint32, resub []uint32) []uint32 {
-	e.st.resubmits.Add(1)
+func (sh *shard) again(id uint32, resub []uint32) []uint32 {
+	sh.st.resubmits.Add(1)
 	return append(resub, id)
 }
 
 // finish records the op's result, frees its slot and, for the batch's
 // last op, wakes the caller.
-func (e *shard) finish(id uint32, err error) {
-	r := &e.reqs[id]
+func (sh *shard) finish(id uint32, err error) {
+	r := &sh.reqs[id]
 	b, op, n := r.b, r.op, r.done
 	r.b, r.op, r.done, r.retries = nil, nil, 0, 0
 	op.N = n
 	if err != nil {
 		op.Err = opError(op, err)
 	}
-	e.pending.Add(-1)
-	e.free <- id
+	sh.pending.Add(-1)
+	sh.free <- id
 	if b.remaining.Add(-1) == 0 {
 		b.done <- struct{}{}
 	}
@@ -100,25 +100,25 @@ func (e *shard) finish(id uint32, err error) {
 // reaper waits in the kernel while ops are pending and processes their
 // CQEs; with nothing pending it parks until kicked. It never gives up on
 // pending ops: their buffers may be in use by the kernel until the CQE.
-func (e *shard) reaper() {
-	defer close(e.reaperDone)
+func (sh *shard) reaper() {
+	defer close(sh.reaperDone)
 	for {
-		e.reap(true)
-		if e.stopping.Load() {
+		sh.reap(true)
+		if sh.stopping.Load() {
 			return
 		}
-		if e.pending.Load() == 0 {
+		if sh.pending.Load() == 0 {
 			select {
-			case <-e.kick:
-			case <-e.stop:
+			case <-sh.kick:
+			case <-sh.stop:
 			}
 			continue
 		}
-		e.st.waits.Add(1)
-		switch err := e.ring.wait(); {
+		sh.st.waits.Add(1)
+		switch err := sh.ring.wait(); {
 		case err == nil:
 		case errors.Is(err, syscall.EINTR):
-			e.st.eintr.Add(1)
+			sh.st.eintr.Add(1)
 		case errors.Is(err, syscall.EAGAIN), errors.Is(err, syscall.EBUSY), errors.Is(err, syscall.ETIME):
 		default: // not expected on a live ring; do not spin
 			time.Sleep(time.Millisecond)
@@ -151,26 +151,26 @@ func (e *uringEngine) closeShards() error {
 }
 
 // close stops the reaper and releases the ring. Nothing is in flight.
-func (e *shard) close() error {
-	e.stopping.Store(true)
-	close(e.stop)
+func (sh *shard) close() error {
+	sh.stopping.Store(true)
+	close(sh.stop)
 	for {
-		e.nudge()
+		sh.nudge()
 		select {
-		case <-e.reaperDone:
-			return e.ring.close()
+		case <-sh.reaperDone:
+			return sh.ring.close()
 		case <-time.After(100 * time.Millisecond): // NOP refused; try again
 		}
 	}
 }
 
 // nudge submits a NOP, whose CQE wakes a reaper blocked in the kernel.
-func (e *shard) nudge() {
-	e.sqMu.Lock()
-	defer e.sqMu.Unlock()
-	if !e.ring.sqFull() {
-		s := e.ring.nextSQE()
+func (sh *shard) nudge() {
+	sh.sqMu.Lock()
+	defer sh.sqMu.Unlock()
+	if !sh.ring.sqFull() {
+		s := sh.ring.nextSQE()
 		s.Opcode, s.UserData = opNop, wakeUserData
-		e.ring.flush(&e.st)
+		sh.ring.flush(&sh.st)
 	}
 }

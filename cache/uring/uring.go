@@ -158,7 +158,7 @@ func (e *uringEngine) pick() *shard {
 
 // run submits every op of b, as few io_uring_enter calls as the free
 // slots and the SQ allow, and returns when all have their final CQE.
-func (e *shard) run(b *batch) {
+func (sh *shard) run(b *batch) {
 	ops := b.ops
 	live := 0
 	for i := range ops {
@@ -179,36 +179,36 @@ func (e *shard) run(b *batch) {
 			i++
 			continue
 		}
-		id, ok := e.tryAcquire()
+		id, ok := sh.tryAcquire()
 		if !ok {
 			if len(ids) > 0 { // never block holding unsubmitted slots
-				e.issue(ids)
+				sh.issue(ids)
 				ids = ids[:0]
 				continue
 			}
-			id = e.acquire()
+			id = sh.acquire()
 		}
-		r := &e.reqs[id]
+		r := &sh.reqs[id]
 		r.b, r.op, r.done, r.retries = b, op, 0, 0
 		ids = append(ids, id)
 		i++
 	}
 	if len(ids) > 0 {
-		e.issue(ids)
+		sh.issue(ids)
 	}
 	b.ids = ids[:0]
 	if b.remaining.Load() != 0 {
-		e.reap(false) // page-cache hits complete inside io_uring_enter
+		sh.reap(false) // page-cache hits complete inside io_uring_enter
 	}
 	if b.remaining.Load() != 0 {
-		e.wakeReaper()
+		sh.wakeReaper()
 	}
 	<-b.done
 }
 
-func (e *shard) tryAcquire() (uint32, bool) {
+func (sh *shard) tryAcquire() (uint32, bool) {
 	select {
-	case id := <-e.free:
+	case id := <-sh.free:
 		return id, true
 	default:
 		return 0, false
@@ -217,48 +217,48 @@ func (e *shard) tryAcquire() (uint32, bool) {
 
 // acquire blocks for a free slot. Every held slot is submitted by now, so
 // slots come back as their CQEs are reaped.
-func (e *shard) acquire() uint32 {
-	e.reap(false)
-	if id, ok := e.tryAcquire(); ok {
+func (sh *shard) acquire() uint32 {
+	sh.reap(false)
+	if id, ok := sh.tryAcquire(); ok {
 		return id
 	}
-	e.wakeReaper()
-	return <-e.free
+	sh.wakeReaper()
+	return <-sh.free
 }
 
-func (e *shard) wakeReaper() {
+func (sh *shard) wakeReaper() {
 	select {
-	case e.kick <- struct{}{}:
+	case sh.kick <- struct{}{}:
 	default:
 	}
 }
 
-func (e *shard) issue(ids []uint32) {
-	e.pending.Add(int64(len(ids)))
-	e.submit(ids)
+func (sh *shard) issue(ids []uint32) {
+	sh.pending.Add(int64(len(ids)))
+	sh.submit(ids)
 }
 
 // submit fills one SQE per id and enters the kernel once per SQ-full of
 // them (once in all when the batch fits). SQEs the kernel refuses fail
 // their ops with the error.
-func (e *shard) submit(ids []uint32) {
+func (sh *shard) submit(ids []uint32) {
 	var refused []uint64
 	var err error
-	e.sqMu.Lock()
+	sh.sqMu.Lock()
 	for _, id := range ids {
-		if e.ring.sqFull() {
-			ref, ferr := e.ring.flush(&e.st)
+		if sh.ring.sqFull() {
+			ref, ferr := sh.ring.flush(&sh.st)
 			refused, err = append(refused, ref...), cmpOr(ferr, err)
 		}
-		e.fill(e.ring.nextSQE(), id)
+		sh.fill(sh.ring.nextSQE(), id)
 	}
-	ref, ferr := e.ring.flush(&e.st)
+	ref, ferr := sh.ring.flush(&sh.st)
 	refused, err = append(refused, ref...), cmpOr(ferr, err)
-	e.sqMu.Unlock()
+	sh.sqMu.Unlock()
 	for _, ud := range refused {
 		if ud != wakeUserData {
-			e.reqs[ud].seq.Load()
-			e.finish(uint32(ud), err)
+			sh.reqs[ud].seq.Load()
+			sh.finish(uint32(ud), err)
 		}
 	}
 }
@@ -272,12 +272,12 @@ func cmpOr(a, b error) error {
 
 // fill writes the SQE for the untransferred rest of req id. It is where
 // the req passes to the kernel, so it ends with the seq bump.
-func (e *shard) fill(s *sqe, id uint32) {
-	r := &e.reqs[id]
+func (sh *shard) fill(s *sqe, id uint32) {
+	r := &sh.reqs[id]
 	op := r.op
 	p := op.Buf[r.done:]
-	if len(p) > e.chunk {
-		p = p[:e.chunk]
+	if len(p) > sh.chunk {
+		p = p[:sh.chunk]
 	}
 	s.Opcode = opRead
 	if op.Write {
