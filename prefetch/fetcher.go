@@ -1,0 +1,355 @@
+package prefetch
+
+import (
+	"container/list"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/index"
+)
+
+var (
+	errClosed = errors.New("prefetch: fetcher closed")
+	// errNoBudget ends a readahead block that could not get a buffer.
+	errNoBudget = errors.New("prefetch: no buffer budget")
+)
+
+// Options configure a Fetcher.
+type Options struct {
+	MaxFetches     int           // concurrent GETs (demand may exceed it by half)
+	PartBlocks     int64         // blocks per readahead GET
+	InitialWindow  int64         // bytes of readahead after the first sequential reads
+	MaxWindow      int64         // bytes of readahead at most, per handle
+	SmallObject    int64         // objects up to this size are fetched whole at open
+	Attempts       int           // tries per block range (each a fresh GET resuming where the last stopped)
+	RetryBackoff   time.Duration // first pause between attempts (doubles)
+	RequestTimeout time.Duration // bound on one GET, body included
+	Logger         *slog.Logger
+}
+
+// DefaultOptions: 64 GETs, 8-block parts, a window from 1 to 64 MiB.
+func DefaultOptions() Options {
+	return Options{
+		MaxFetches: 64, PartBlocks: 8, InitialWindow: 1 << 20, MaxWindow: 64 << 20,
+		SmallObject: 4 << 20, Attempts: 4, RetryBackoff: 100 * time.Millisecond,
+		RequestTimeout: 5 * time.Minute,
+	}
+}
+
+// Stats are the fetcher's counters.
+type Stats struct {
+	HitBytes       atomic.Int64 // bytes served from the cache
+	MissBytes      atomic.Int64 // bytes served from fetched buffers
+	HitOps         atomic.Int64 // reads served entirely from the cache
+	MissOps        atomic.Int64 // reads that waited for a fetch
+	FetchedBytes   [numPriorities]atomic.Int64
+	Fetches        [numPriorities]atomic.Int64
+	FetchErrors    atomic.Int64
+	Retries        atomic.Int64
+	ShrunkWindows  atomic.Int64 // readahead cut short by the memory budget
+	UncachedBlocks atomic.Int64 // fetched blocks the cache could not keep
+}
+
+type blockKey struct {
+	id  index.ID
+	idx int64
+}
+
+// flight is one block being fetched. Its buffer is valid once done is
+// closed with err nil, until the last reference is released.
+type flight struct {
+	key  blockKey
+	task *task
+	done chan struct{}
+	buf  []byte
+	err  error
+	refs atomic.Int32 // the task's own plus one per waiter
+	f    *Fetcher
+	// pending: counted in Fetcher.pendingBlocks until it gets a buffer.
+	pending atomic.Bool
+}
+
+// unpend drops the flight's budget reservation, once.
+func (fl *flight) unpend() {
+	if fl.pending.Swap(false) {
+		fl.f.pendingBlocks.Add(-1)
+	}
+}
+
+func (fl *flight) release() {
+	if fl.refs.Add(-1) == 0 && fl.buf != nil {
+		fl.f.budget.Put(fl.buf)
+		fl.buf = nil
+	}
+}
+
+// task is one ranged GET for blocks [first, first+len(flights)) of an object.
+type task struct {
+	obj     *cache.Object // the task's own pinned handle
+	first   int64
+	flights []*flight
+	prio    atomic.Int32  // a Priority; raised only while queued
+	elem    *list.Element // while queued; guarded by scheduler.mu
+}
+
+func (t *task) priority() Priority { return Priority(t.prio.Load()) }
+
+// abort fails every block of a task that never ran.
+func (t *task) abort(err error) {
+	f := t.flights[0].f
+	defer f.wg.Done()
+	for _, fl := range t.flights {
+		f.finish(fl, nil, err)
+	}
+	t.obj.Release()
+}
+
+// Fetcher fetches blocks into the cache. Safe for concurrent use.
+type Fetcher struct {
+	be     backend.Backend
+	budget *Budget
+	opts   Options
+	log    *slog.Logger
+	sched  *scheduler
+	stats  Stats
+
+	mu       sync.Mutex
+	inflight map[blockKey]*flight
+	closed   bool
+	wg       sync.WaitGroup
+
+	pendingBlocks atomic.Int64 // prefetch blocks queued without a buffer yet
+}
+
+// New returns a fetcher reading from be into cache objects, taking block
+// buffers from budget.
+func New(be backend.Backend, budget *Budget, opts Options) *Fetcher {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	opts.Attempts = max(opts.Attempts, 1)
+	opts.PartBlocks = max(opts.PartBlocks, 1)
+	f := &Fetcher{be: be, budget: budget, opts: opts, log: opts.Logger, inflight: map[blockKey]*flight{}}
+	f.sched = newScheduler(opts.MaxFetches, f.run)
+	return f
+}
+
+// Stats returns the live counters.
+func (f *Fetcher) Stats() *Stats { return &f.stats }
+
+// Budget returns the fetcher's memory budget.
+func (f *Fetcher) Budget() *Budget { return f.budget }
+
+// Options returns the fetcher's options.
+func (f *Fetcher) Options() Options { return f.opts }
+
+// Queued reports waiting tasks per priority and how many run.
+func (f *Fetcher) Queued() ([numPriorities]int, int) { return f.sched.queued() }
+
+// Close aborts queued fetches and waits for running ones.
+func (f *Fetcher) Close() {
+	f.mu.Lock()
+	f.closed = true
+	f.mu.Unlock()
+	f.sched.close()
+	f.wg.Wait()
+}
+
+// schedule starts fetches for the missing, not-in-flight blocks of
+// [first, last] of o at priority p, in GETs of at most partBlocks blocks.
+// It returns how many blocks it scheduled and the block it stopped at
+// (last+1 when it went through; below Demand it stops at the first block
+// it has no budget for).
+func (f *Fetcher) schedule(o *cache.Object, first, last int64, p Priority, partBlocks int64) (n, stopped int64) {
+	stopped = last + 1
+	var t *task
+	flush := func() {
+		if t != nil {
+			f.wg.Add(1)
+			f.sched.enqueue(t)
+			t = nil
+		}
+	}
+	f.mu.Lock()
+	if f.closed {
+		f.mu.Unlock()
+		return 0, first
+	}
+	for i := first; i <= last && i < o.NumBlocks(); i++ {
+		key := blockKey{o.ID(), i}
+		if o.Has(i) {
+			flush()
+			continue
+		}
+		if fl := f.inflight[key]; fl != nil {
+			flush()
+			if p < fl.task.priority() {
+				f.sched.promote(fl.task, p)
+			}
+			continue
+		}
+		if p != Demand && f.budget.Free() <= f.reserved() {
+			f.stats.ShrunkWindows.Add(1)
+			stopped = i
+			break
+		}
+		if t != nil && int64(len(t.flights)) >= partBlocks {
+			flush()
+		}
+		if t == nil {
+			t = &task{obj: o.Clone(), first: i}
+			t.prio.Store(int32(p))
+		}
+		fl := &flight{key: key, task: t, done: make(chan struct{}), f: f}
+		fl.refs.Store(1)
+		if p != Demand {
+			fl.pending.Store(true)
+			f.pendingBlocks.Add(1)
+		}
+		t.flights = append(t.flights, fl)
+		f.inflight[key] = fl
+		n++
+	}
+	f.mu.Unlock()
+	flush()
+	return n, stopped
+}
+
+// reserved is how many budget buffers queued prefetch tasks will need:
+// scheduling more than the budget can feed would only queue blocks that
+// are later dropped. Caller holds f.mu.
+func (f *Fetcher) reserved() int64 { return f.pendingBlocks.Load() }
+
+// wait returns the flight of block i of o, promoting it to demand, or nil
+// if the block is not being fetched. The caller releases the flight.
+func (f *Fetcher) join(o *cache.Object, i int64) *flight {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	fl := f.inflight[blockKey{o.ID(), i}]
+	if fl == nil {
+		return nil
+	}
+	fl.refs.Add(1)
+	if fl.task.priority() != Demand {
+		f.sched.promote(fl.task, Demand)
+	}
+	return fl
+}
+
+// publish hands buf (or err) to the flight's waiters. The flight stays in
+// the table until retire, so nobody starts a second fetch of the block.
+func (f *Fetcher) publish(fl *flight, buf []byte, err error) {
+	fl.unpend()
+	fl.buf, fl.err = buf, err
+	close(fl.done)
+}
+
+// retire takes the flight out of the table (its block is now present, or
+// failed) and drops the task's reference.
+func (f *Fetcher) retire(fl *flight) {
+	f.mu.Lock()
+	if f.inflight[fl.key] == fl {
+		delete(f.inflight, fl.key)
+	}
+	f.mu.Unlock()
+	fl.release()
+}
+
+// finish publishes and retires at once.
+func (f *Fetcher) finish(fl *flight, buf []byte, err error) {
+	f.publish(fl, buf, err)
+	f.retire(fl)
+}
+
+// run executes one task: one GET (resumed on failure) streaming its
+// blocks to waiters and into the cache.
+func (f *Fetcher) run(t *task) {
+	defer f.wg.Done()
+	defer f.sched.done()
+	defer t.obj.Release()
+	o := t.obj
+	bs := o.BlockSize()
+	next := 0 // first flight not yet completed
+	var lastErr error
+	for attempt := 0; attempt < f.opts.Attempts && next < len(t.flights); attempt++ {
+		if attempt > 0 {
+			f.stats.Retries.Add(1)
+			time.Sleep(f.opts.RetryBackoff << (attempt - 1))
+		}
+		var progressed bool
+		next, progressed, lastErr = f.fetchFrom(t, next, bs)
+		if lastErr == nil || errors.Is(lastErr, backend.ErrVersionChanged) || errors.Is(lastErr, backend.ErrNotExist) || errors.Is(lastErr, errNoBudget) {
+			break
+		}
+		if progressed {
+			attempt = 0 // a stream that moves forward deserves fresh attempts
+		}
+	}
+	if next < len(t.flights) {
+		if lastErr == nil {
+			lastErr = errClosed
+		}
+		if !errors.Is(lastErr, errNoBudget) {
+			f.stats.FetchErrors.Add(1)
+			f.log.Warn("prefetch: fetch failed", "key", o.Key().Key, "block", t.first+int64(next), "err", lastErr)
+		}
+		for _, fl := range t.flights[next:] {
+			f.finish(fl, nil, lastErr)
+		}
+	}
+}
+
+// fetchFrom GETs blocks flights[from:] in one request, completing each as
+// its bytes arrive. It returns the index of the first flight not done.
+func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (int, bool, error) {
+	o := t.obj
+	start := (t.first + int64(from)) * bs
+	end := min((t.first+int64(len(t.flights)))*bs, o.Size())
+	ctx, cancel := context.WithTimeout(context.Background(), f.opts.RequestTimeout)
+	defer cancel()
+	k := o.Key()
+	body, err := f.be.ReadRange(ctx, k.Key, k.Version, start, end-start)
+	if err != nil {
+		return from, false, err
+	}
+	defer body.Close()
+	prio := t.priority()
+	f.stats.Fetches[prio].Add(1)
+	i := from
+	for ; i < len(t.flights); i++ {
+		fl := t.flights[i]
+		blen := o.BlockLen(fl.key.idx)
+		var buf []byte
+		if prio == Demand || fl.refs.Load() > 1 {
+			buf = f.budget.Get()
+		} else if b, ok := f.budget.TryGet(); ok {
+			buf = b
+			fl.unpend()
+		} else {
+			return i, i > from, errNoBudget
+		}
+		if _, err := io.ReadFull(body, buf[:blen]); err != nil {
+			f.budget.Put(buf)
+			return i, i > from, fmt.Errorf("prefetch: read %s block %d: %w", k.Key, fl.key.idx, err)
+		}
+		f.stats.FetchedBytes[prio].Add(blen)
+		data := buf[:blen]
+		f.publish(fl, data, nil)
+		if werr := o.WriteBlock(fl.key.idx, data); werr != nil {
+			f.stats.UncachedBlocks.Add(1)
+			if !errors.Is(werr, cache.ErrNoSpace) {
+				f.log.Warn("prefetch: caching block", "key", k.Key, "block", fl.key.idx, "err", werr)
+			}
+		}
+		f.retire(fl)
+	}
+	return i, i > from, nil
+}
