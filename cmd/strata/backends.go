@@ -1,0 +1,42 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/backend/gcs"
+	"github.com/stratafs/strata/backend/local"
+	"github.com/stratafs/strata/backend/s3"
+	"github.com/stratafs/strata/internal/config"
+)
+
+// openBackend builds the backend for src with the connection settings of
+// cfg. Backends retry internally; the attempt counts here bound how long a
+// dead endpoint can hold a read before it gets EIO.
+func openBackend(ctx context.Context, src config.Source, cfg *config.Config) (backend.Backend, error) {
+	switch src.Scheme {
+	case "s3":
+		o := s3.DefaultOptions()
+		o.Endpoint = cfg.EndpointURL
+		o.Region = cfg.Region
+		o.Profile = cfg.Profile
+		o.ForcePathStyle = cfg.ForcePathStyle
+		o.NoSignRequest = cfg.NoSignRequest
+		o.MaxAttempts = 5
+		o.MaxBackoff = 5 * time.Second
+		o.MaxConns = max(o.MaxConns, 2*cfg.MaxFetches)
+		return s3.New(ctx, src.Bucket, o)
+	case "gs":
+		o := gcs.DefaultOptions()
+		o.Endpoint = cfg.EndpointURL
+		o.KeyFile = cfg.KeyFile
+		o.Anonymous = cfg.Anonymous
+		o.MaxAttempts = 5
+		return gcs.New(ctx, src.Bucket, o)
+	case "file":
+		return local.New(src.Path, local.DefaultOptions())
+	}
+	return nil, fmt.Errorf("unknown scheme %q", src.Scheme)
+}

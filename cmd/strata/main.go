@@ -1,0 +1,38 @@
+// Command strata mounts an object-storage bucket (S3, GCS) or a slow
+// directory as a local POSIX filesystem backed by a persistent block
+// cache on local NVMe.
+package main
+
+import (
+	"fmt"
+	"os"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratafs/strata/internal/config"
+)
+
+func main() {
+	root := &cobra.Command{
+		Use:           "strata",
+		Short:         "Mount S3, GCS or a slow directory as a local filesystem with a persistent NVMe cache",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	root.AddCommand(mountCmd(), versionCmd(), cacheCmd())
+	if err := root.Execute(); err != nil {
+		fmt.Fprintln(os.Stderr, "strata: "+err.Error())
+		os.Exit(1)
+	}
+}
+
+func versionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version",
+		Args:  cobra.NoArgs,
+		Run: func(cmd *cobra.Command, args []string) {
+			fmt.Println("strata", config.Version)
+		},
+	}
+}

@@ -1,0 +1,131 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/internal/config"
+)
+
+func mountCmd() *cobra.Command {
+	cfg := config.Defaults()
+	cmd := &cobra.Command{
+		Use:   "mount [flags] SOURCE MOUNTPOINT",
+		Short: "Mount a bucket or directory",
+		Long: `Mount SOURCE at MOUNTPOINT. SOURCE is s3://bucket[/prefix], gs://bucket[/prefix]
+or file:///path. The command returns once the mount is ready and keeps serving in
+the background (--foreground stays attached). Unmount with: umount MOUNTPOINT`,
+		Example: `  strata mount s3://datasets/imagenet /mnt/data --cache-dir /nvme/strata
+  strata mount s3://bucket /mnt/b --endpoint-url http://127.0.0.1:9000 --force-path-style
+  strata mount gs://bucket/train ~/data --metadata-ttl indefinite`,
+		Args: cobra.ExactArgs(2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return runMount(&cfg, args[0], args[1])
+		},
+	}
+	bindMountFlags(cmd.Flags(), &cfg)
+	return cmd
+}
+
+// prepare parses and validates everything that can be checked without the
+// network, filling in defaults that depend on the source.
+func prepare(cfg *config.Config, source, mountpoint string) (config.Source, string, error) {
+	src, err := config.ParseSource(source)
+	if err != nil {
+		return src, "", err
+	}
+	if err := cfg.Validate(); err != nil {
+		return src, "", err
+	}
+	mnt, err := absMountpoint(mountpoint)
+	if err != nil {
+		return src, "", err
+	}
+	if cfg.CacheDir == "" {
+		if cfg.CacheDir, err = config.DefaultCacheDir(src, cfg.EndpointURL); err != nil {
+			return src, "", err
+		}
+	}
+	if cfg.CacheDir, err = filepath.Abs(cfg.CacheDir); err != nil {
+		return src, "", err
+	}
+	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
+		return src, "", fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
+	}
+	return src, mnt, nil
+}
+
+func runMount(cfg *config.Config, source, mountpoint string) error {
+	src, mnt, err := prepare(cfg, source, mountpoint)
+	if err != nil {
+		return err
+	}
+	if !cfg.Foreground {
+		if err := checkMountpoint(mnt); err != nil {
+			return err
+		}
+		logFile := cfg.LogFile
+		if logFile == "" {
+			logFile = filepath.Join(cfg.CacheDir, "strata.log")
+		}
+		return daemonize(os.Args[1:], logFile)
+	}
+
+	log := newLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	ready := readyPipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	srv, err := start(ctx, cfg, src, mnt, log)
+	report(ready, err)
+	if err != nil {
+		return err
+	}
+	srv.logSummary()
+
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
+	done := make(chan struct{})
+	go func() {
+		srv.mounted.Server.Wait()
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			log.Info("unmounted; flushing the cache index", "mountpoint", mnt)
+			srv.close()
+			return nil
+		case sig := <-sigs:
+			log.Info("signal received; unmounting", "signal", sig.String())
+			if strings.HasPrefix(mnt, "/dev/fd/") {
+				srv.close()
+				return nil
+			}
+			unmount(srv, log)
+		}
+	}
+}
+
+// unmount detaches the mount; if files are still open it detaches lazily,
+// so the kernel finishes with them and the process exits once they close.
+func unmount(srv *server, log interface{ Warn(string, ...any) }) {
+	if err := srv.mounted.Server.Unmount(); err == nil {
+		return
+	}
+	time.Sleep(200 * time.Millisecond)
+	if err := srv.mounted.Server.Unmount(); err == nil {
+		return
+	}
+	if err := unix.Unmount(srv.mnt, unix.MNT_DETACH); err != nil {
+		log.Warn("lazy unmount failed", "mountpoint", srv.mnt, "err", err)
+	}
+}

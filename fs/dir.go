@@ -1,0 +1,141 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache/meta"
+)
+
+// dirNode is a directory: a key prefix ("" or ending in "/").
+type dirNode struct {
+	gofs.Inode
+	fsys *FS
+	key  string
+}
+
+var (
+	_ gofs.NodeLookuper       = (*dirNode)(nil)
+	_ gofs.NodeGetattrer      = (*dirNode)(nil)
+	_ gofs.NodeOpendirHandler = (*dirNode)(nil)
+	_ gofs.NodeStatfser       = (*dirNode)(nil)
+)
+
+func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	d.fsys.dirAttr(&out.Attr)
+	out.SetTimeout(d.fsys.timeout())
+	return 0
+}
+
+func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	d.fsys.stats.Lookups.Add(1)
+	e, err := d.fsys.meta.Lookup(ctx, d.key, name)
+	if err != nil {
+		if !errors.Is(err, backend.ErrNotExist) {
+			d.fsys.log.Warn("fs: lookup failed", "dir", d.key, "name", name, "err", err)
+		}
+		return nil, toErrno(err)
+	}
+	return d.child(ctx, e, out), 0
+}
+
+// child makes (or finds) the inode of entry e and fills out.
+func (d *dirNode) child(ctx context.Context, e meta.Entry, out *fuse.EntryOut) *gofs.Inode {
+	f := d.fsys
+	var node gofs.InodeEmbedder
+	var attr gofs.StableAttr
+	if e.Dir {
+		key := meta.Join(d.key, e.Name, true)
+		node = &dirNode{fsys: f, key: key}
+		attr = gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoOf('d', key, "")}
+		f.dirAttr(&out.Attr)
+	} else {
+		key := meta.Join(d.key, e.Name, false)
+		node = &fileNode{fsys: f, key: key, entry: e}
+		attr = gofs.StableAttr{Mode: syscall.S_IFREG, Ino: inoOf('f', key, e.Version)}
+		f.fileAttr(e, &out.Attr)
+	}
+	out.Ino = attr.Ino
+	out.SetEntryTimeout(f.timeout())
+	out.SetAttrTimeout(f.timeout())
+	return d.NewInode(ctx, node, attr)
+}
+
+func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	return &dirHandle{d: d, r: d.fsys.meta.OpenDir(ctx, d.key)}, 0, 0
+}
+
+func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
+	// Object stores have no capacity to report; show the cache's, so
+	// df says something useful about the node.
+	var st syscall.Statfs_t
+	if err := syscall.Statfs(d.fsys.store.Dir(), &st); err != nil {
+		return toErrno(err)
+	}
+	out.FromStatfsT(&st)
+	out.NameLen = meta.MaxNameLen
+	return 0
+}
+
+// dirHandle streams a directory's entries from the metadata cache.
+type dirHandle struct {
+	d   *dirNode
+	r   *meta.Reader
+	pos uint64 // entries returned so far
+}
+
+var (
+	_ gofs.FileReaddirenter = (*dirHandle)(nil)
+	_ gofs.FileLookuper     = (*dirHandle)(nil)
+	_ gofs.FileSeekdirer    = (*dirHandle)(nil)
+)
+
+func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	e, ok, err := h.r.Next(ctx)
+	if err != nil {
+		h.d.fsys.log.Warn("fs: readdir failed", "dir", h.d.key, "err", err)
+		return nil, toErrno(err)
+	}
+	if !ok {
+		return nil, 0
+	}
+	h.pos++
+	de := &fuse.DirEntry{Name: e.Name, Mode: syscall.S_IFREG}
+	if e.Dir {
+		de.Mode = syscall.S_IFDIR
+		de.Ino = inoOf('d', meta.Join(h.d.key, e.Name, true), "")
+	} else {
+		de.Ino = inoOf('f', meta.Join(h.d.key, e.Name, false), e.Version)
+	}
+	return de, 0
+}
+
+// Lookup answers readdirplus from the entry just streamed, without another
+// trip to the metadata cache.
+func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+	if e, ok := h.r.Lookup(name); ok {
+		return h.d.child(ctx, e, out), 0
+	}
+	return h.d.Lookup(ctx, name, out)
+}
+
+// Seekdir supports rewinddir and seekdir to an offset the stream handed
+// out (offsets count entries).
+func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
+	h.r.Rewind()
+	h.pos = 0
+	for h.pos < off {
+		if _, ok, err := h.r.Next(ctx); err != nil {
+			return toErrno(err)
+		} else if !ok {
+			break
+		}
+		h.pos++
+	}
+	return 0
+}

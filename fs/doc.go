@@ -1,0 +1,21 @@
+// Package fs is the FUSE face of Strata: go-fuse nodes and handles for
+// directories and files, the errno table, and mounting with the kernel
+// settings that matter for throughput. It imports no cloud SDK; bytes come
+// through prefetch and cache, names through cache/meta.
+//
+// Identity: a directory node is its key prefix; a file node is one version
+// of one key (its inode number hashes key and version). When an object
+// changes in the bucket, the next lookup after the metadata TTL returns a
+// new inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of
+// the old version never serve the new one, and handles opened on the old
+// version keep reading exactly the bytes they opened.
+//
+// Read path per open: a fully cached (and verified) object gets a FUSE
+// passthrough handle on its cache file, so the kernel reads the NVMe copy
+// itself; anything else gets a userspace handle served by a
+// prefetch.Reader. The kernel cannot mix the two on one inode, so the
+// choice is made per inode: while any passthrough handle is open every
+// open is passthrough, and while any userspace handle is open none is.
+//
+// Lock order: fileNode.mu only (held for bookkeeping, never across I/O).
+package fs

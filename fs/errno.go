@@ -1,0 +1,54 @@
+package fs
+
+import (
+	"context"
+	"errors"
+	"syscall"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache"
+)
+
+// errnoTable is the one place where errors become errnos; the first entry
+// an error matches wins.
+var errnoTable = []struct {
+	err   error
+	errno syscall.Errno
+}{
+	{backend.ErrNotExist, syscall.ENOENT},
+	{backend.ErrVersionChanged, syscall.ESTALE},
+	{backend.ErrAccessDenied, syscall.EACCES},
+	{backend.ErrPreconditionFailed, syscall.EBUSY},
+	{backend.ErrNotSupported, syscall.ENOTSUP},
+	{cache.ErrNoSpace, syscall.ENOSPC},
+	{context.Canceled, syscall.EINTR},
+	{context.DeadlineExceeded, syscall.ETIMEDOUT},
+}
+
+// toErrno maps an error to the errno the kernel should see. Anything not
+// in the table (a backend that kept failing, a disk error) is EIO.
+func toErrno(err error) syscall.Errno {
+	if err == nil {
+		return 0
+	}
+	for _, e := range errnoTable {
+		if errors.Is(err, e.err) {
+			return e.errno
+		}
+	}
+	// A local filesystem errno passes through; a network one (a refused
+	// connection deep inside a backend error) would only confuse the
+	// reader, who gets EIO.
+	var errno syscall.Errno
+	if errors.As(err, &errno) && passThroughErrnos[errno] {
+		return errno
+	}
+	return syscall.EIO
+}
+
+var passThroughErrnos = map[syscall.Errno]bool{
+	syscall.ENOSPC: true, syscall.EDQUOT: true, syscall.EROFS: true, syscall.EACCES: true,
+	syscall.EPERM: true, syscall.ENOENT: true, syscall.EEXIST: true, syscall.ENOTEMPTY: true,
+	syscall.EISDIR: true, syscall.ENOTDIR: true, syscall.EXDEV: true, syscall.ENAMETOOLONG: true,
+	syscall.EFBIG: true, syscall.EINVAL: true, syscall.EBADF: true, syscall.EINTR: true,
+}

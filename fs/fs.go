@@ -1,0 +1,128 @@
+package fs
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"log/slog"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/meta"
+	"github.com/stratafs/strata/prefetch"
+)
+
+// Options shape what the mount presents.
+type Options struct {
+	UID, GID uint32
+	FileMode uint32 // permission bits of files
+	DirMode  uint32 // permission bits of directories
+	// TTL is the metadata TTL (meta.Indefinite: never expires); the kernel's
+	// entry and attribute timeouts follow it.
+	TTL time.Duration
+	// Passthrough hands fully cached files to the kernel (when the mount
+	// proved it can).
+	Passthrough bool
+	// VerifyOnOpen: fully cached objects up to this size whose blocks were
+	// not yet checked in this run are checked at open, so that they can be
+	// passed through; bigger ones are checked block by block as they are
+	// read through userspace, and passed through once all are checked.
+	VerifyOnOpen int64
+	// Blksize is reported as st_blksize (Python sizes its buffers from it).
+	Blksize uint32
+	Logger  *slog.Logger
+}
+
+// DefaultOptions: 0644 files, 0755 directories, 60 s TTL.
+func DefaultOptions() Options {
+	return Options{FileMode: 0o644, DirMode: 0o755, TTL: time.Minute, VerifyOnOpen: 64 << 20, Blksize: 1 << 20}
+}
+
+// Stats count what the filesystem did.
+type Stats struct {
+	Lookups, Opens, PassthroughOpens, Reads, ReadBytes, ReadErrors atomic.Int64
+}
+
+// FS is one mounted source.
+type FS struct {
+	meta   *meta.Cache
+	store  *cache.Store
+	fetch  *prefetch.Fetcher
+	source string // backend.String(): the cache identity of the source
+	prefix string // key prefix the mount shows as its root ("" or ending in "/")
+	opts   Options
+	log    *slog.Logger
+	mtime  time.Time // directories' mtime: the mount's start
+
+	passthrough atomic.Bool
+	stats       Stats
+}
+
+// New builds the filesystem of source (whose keys under prefix form the
+// tree) from its metadata cache, block store and fetcher.
+func New(source, prefix string, m *meta.Cache, s *cache.Store, f *prefetch.Fetcher, opts Options) *FS {
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	fsys := &FS{meta: m, store: s, fetch: f, source: source, prefix: prefix, opts: opts, log: opts.Logger, mtime: time.Now()}
+	fsys.passthrough.Store(opts.Passthrough)
+	return fsys
+}
+
+// Root is the root directory node, for mounting.
+func (f *FS) Root() gofs.InodeEmbedder { return &dirNode{fsys: f, key: f.prefix} }
+
+// Stats returns the live counters.
+func (f *FS) Stats() *Stats { return &f.stats }
+
+// PassthroughEnabled reports whether fully cached files are passed through.
+func (f *FS) PassthroughEnabled() bool { return f.passthrough.Load() }
+
+// timeout is the kernel cache time for entries and attributes.
+func (f *FS) timeout() time.Duration {
+	if f.opts.TTL < 0 {
+		return 365 * 24 * time.Hour
+	}
+	return f.opts.TTL
+}
+
+// inoOf derives a stable inode number from a node's identity, so the same
+// key and version keep their inode across lookups and remounts.
+func inoOf(kind byte, key, version string) uint64 {
+	h := sha256.New()
+	h.Write([]byte{kind})
+	h.Write([]byte(key))
+	h.Write([]byte{0})
+	h.Write([]byte(version))
+	var sum [32]byte
+	ino := binary.LittleEndian.Uint64(h.Sum(sum[:0]))
+	if ino <= 1 { // 1 is the root's
+		ino += 2
+	}
+	return ino
+}
+
+func (f *FS) dirAttr(out *fuse.Attr) {
+	out.Mode = syscall.S_IFDIR | f.opts.DirMode
+	out.Nlink = 2
+	out.Uid, out.Gid = f.opts.UID, f.opts.GID
+	out.Blksize = f.opts.Blksize
+	t := uint64(f.mtime.Unix())
+	out.Mtime, out.Ctime, out.Atime = t, t, t
+}
+
+func (f *FS) fileAttr(e meta.Entry, out *fuse.Attr) {
+	out.Mode = syscall.S_IFREG | f.opts.FileMode
+	out.Nlink = 1
+	out.Size = uint64(e.Size)
+	out.Blocks = (uint64(e.Size) + 511) / 512
+	out.Uid, out.Gid = f.opts.UID, f.opts.GID
+	out.Blksize = f.opts.Blksize
+	sec, nsec := uint64(e.MTime/1e9), uint32(e.MTime%1e9)
+	out.Mtime, out.Ctime, out.Atime = sec, sec, sec
+	out.Mtimensec, out.Ctimensec, out.Atimensec = nsec, nsec, nsec
+}

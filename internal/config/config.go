@@ -1,0 +1,153 @@
+package config
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strings"
+)
+
+// Version is set at build time (-ldflags -X).
+var Version = "dev"
+
+// Config is everything a mount can be told. The yaml keys are the flag
+// names, so a config file reads like the command line.
+type Config struct {
+	CacheDir    string `yaml:"cache-dir"`
+	CacheSize   Size   `yaml:"cache-size"`
+	MetadataTTL TTL    `yaml:"metadata-ttl"`
+
+	EndpointURL    string `yaml:"endpoint-url"`
+	Region         string `yaml:"region"`
+	Profile        string `yaml:"profile"`
+	ForcePathStyle bool   `yaml:"force-path-style"`
+	NoSignRequest  bool   `yaml:"no-sign-request"`
+	KeyFile        string `yaml:"key-file"`
+	Anonymous      bool   `yaml:"anonymous"`
+
+	ReadOnly   bool `yaml:"read-only"`
+	AllowOther bool `yaml:"allow-other"`
+	UID        int  `yaml:"uid"`
+	GID        int  `yaml:"gid"`
+	FileMode   Mode `yaml:"file-mode"`
+	DirMode    Mode `yaml:"dir-mode"`
+
+	Foreground bool   `yaml:"foreground"`
+	LogLevel   string `yaml:"log-level"`
+	LogFormat  string `yaml:"log-format"`
+	LogFile    string `yaml:"log-file"`
+
+	BlockSize    Size   `yaml:"block-size"`
+	MemoryLimit  Size   `yaml:"memory-limit"`
+	MaxReadahead Size   `yaml:"max-readahead"`
+	PartSize     Size   `yaml:"part-size"`
+	SmallObject  Size   `yaml:"small-object"`
+	MaxFetches   int    `yaml:"max-fetches"`
+	ReadAheadKB  int    `yaml:"read-ahead-kb"`
+	Passthrough  string `yaml:"passthrough"`
+	IOEngine     string `yaml:"io-engine"`
+}
+
+// Defaults are the one place default settings live.
+func Defaults() Config {
+	return Config{
+		MetadataTTL:  TTL(60e9),
+		ReadOnly:     true,
+		UID:          -1,
+		GID:          -1,
+		FileMode:     0o644,
+		DirMode:      0o755,
+		LogLevel:     "info",
+		LogFormat:    "auto",
+		BlockSize:    1 << 20,
+		MemoryLimit:  256 << 20,
+		MaxReadahead: 64 << 20,
+		PartSize:     8 << 20,
+		SmallObject:  4 << 20,
+		MaxFetches:   64,
+		ReadAheadKB:  1024,
+		Passthrough:  "auto",
+		IOEngine:     "auto",
+	}
+}
+
+// MinFreeFraction is the share of the cache filesystem kept free when no
+// --cache-size is given.
+const MinFreeFraction = 0.10
+
+var errBad = errors.New("invalid setting")
+
+// Validate checks the settings that do not depend on the machine.
+func (c *Config) Validate() error {
+	bad := func(f string, a ...any) error { return fmt.Errorf("%w: "+f, append([]any{errBad}, a...)...) }
+	switch {
+	case c.BlockSize < 64<<10 || c.BlockSize > 64<<20 || c.BlockSize&(c.BlockSize-1) != 0:
+		return bad("--block-size %s: want a power of two from 64KiB to 64MiB", c.BlockSize)
+	case c.MemoryLimit < 4*c.BlockSize:
+		return bad("--memory-limit %s: want at least 4 blocks (%s)", c.MemoryLimit, 4*c.BlockSize)
+	case c.PartSize < c.BlockSize:
+		return bad("--part-size %s: want at least one block (%s)", c.PartSize, c.BlockSize)
+	case c.MaxReadahead < c.BlockSize:
+		return bad("--max-readahead %s: want at least one block (%s)", c.MaxReadahead, c.BlockSize)
+	case c.MaxFetches < 1 || c.MaxFetches > 4096:
+		return bad("--max-fetches %d: want 1 to 4096", c.MaxFetches)
+	case c.ReadAheadKB < 0:
+		return bad("--read-ahead-kb %d: want 0 or more", c.ReadAheadKB)
+	case c.UID < -1 || c.GID < -1:
+		return bad("--uid/--gid: want a non-negative id")
+	}
+	if !oneOf(c.Passthrough, "auto", "on", "off") {
+		return bad("--passthrough %q: want auto, on or off", c.Passthrough)
+	}
+	if !oneOf(c.IOEngine, "auto", "uring", "pread") {
+		return bad("--io-engine %q: want auto, uring or pread", c.IOEngine)
+	}
+	if !oneOf(c.LogLevel, "debug", "info", "warn", "error") {
+		return bad("--log-level %q: want debug, info, warn or error", c.LogLevel)
+	}
+	if !oneOf(c.LogFormat, "auto", "text", "json") {
+		return bad("--log-format %q: want auto, text or json", c.LogFormat)
+	}
+	if c.EndpointURL != "" && !strings.HasPrefix(c.EndpointURL, "http://") && !strings.HasPrefix(c.EndpointURL, "https://") {
+		return bad("--endpoint-url %q: want http://host[:port] or https://...", c.EndpointURL)
+	}
+	return nil
+}
+
+func oneOf(v string, options ...string) bool {
+	for _, o := range options {
+		if v == o {
+			return true
+		}
+	}
+	return false
+}
+
+var unsafeChars = regexp.MustCompile(`[^a-zA-Z0-9._-]+`)
+
+// DefaultCacheDir is a per-user, per-source directory under the XDG cache
+// home, so several default mounts can run side by side.
+func DefaultCacheDir(src Source, endpoint string) (string, error) {
+	base := os.Getenv("XDG_CACHE_HOME")
+	if base == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return "", fmt.Errorf("no --cache-dir and no home directory: %w", err)
+		}
+		base = filepath.Join(home, ".cache")
+	}
+	sum := sha256.Sum256([]byte(src.String() + "\x00" + endpoint))
+	name := src.Scheme + "-" + src.Bucket
+	if src.Scheme == "file" {
+		name = "file" + src.Path
+	}
+	name = strings.Trim(unsafeChars.ReplaceAllString(name, "-"), "-")
+	if len(name) > 64 {
+		name = name[:64]
+	}
+	return filepath.Join(base, "strata", name+"-"+hex.EncodeToString(sum[:4])), nil
+}
