@@ -120,6 +120,7 @@ type Fetcher struct {
 	log    *slog.Logger
 	sched  *scheduler
 	stats  Stats
+	health breaker
 
 	mu       sync.Mutex
 	inflight map[blockKey]*flight
@@ -138,6 +139,7 @@ func New(be backend.Backend, budget *Budget, opts Options) *Fetcher {
 	opts.Attempts = max(opts.Attempts, 1)
 	opts.PartBlocks = max(opts.PartBlocks, 1)
 	f := &Fetcher{be: be, budget: budget, opts: opts, log: opts.Logger, inflight: map[blockKey]*flight{}}
+	f.health = breaker{cooldown: time.Second, now: time.Now}
 	f.sched = newScheduler(opts.MaxFetches, f.run)
 	return f
 }
@@ -284,9 +286,11 @@ func (f *Fetcher) run(t *task) {
 			f.stats.Retries.Add(1)
 			time.Sleep(f.opts.RetryBackoff << (attempt - 1))
 		}
-		var progressed bool
-		next, progressed, lastErr = f.fetchFrom(t, next, bs)
-		if lastErr == nil || errors.Is(lastErr, backend.ErrVersionChanged) || errors.Is(lastErr, backend.ErrNotExist) || errors.Is(lastErr, errNoBudget) {
+		var progressed, started bool
+		next, progressed, started, lastErr = f.fetchFrom(t, next, bs)
+		// The backend already retried getting a response; only a body
+		// that broke mid-way is worth resuming here.
+		if lastErr == nil || !started || errors.Is(lastErr, errNoBudget) {
 			break
 		}
 		if progressed {
@@ -308,17 +312,23 @@ func (f *Fetcher) run(t *task) {
 }
 
 // fetchFrom GETs blocks flights[from:] in one request, completing each as
-// its bytes arrive. It returns the index of the first flight not done.
-func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (int, bool, error) {
+// its bytes arrive. It returns the index of the first flight not done,
+// whether any block completed, and whether the response had started.
+func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (next int, progressed, started bool, err error) {
 	o := t.obj
 	start := (t.first + int64(from)) * bs
 	end := min((t.first+int64(len(t.flights)))*bs, o.Size())
 	ctx, cancel := context.WithTimeout(context.Background(), f.opts.RequestTimeout)
 	defer cancel()
 	k := o.Key()
-	body, err := f.be.ReadRange(ctx, k.Key, k.Version, start, end-start)
+	probe, err := f.health.allow()
 	if err != nil {
-		return from, false, err
+		return from, false, false, err
+	}
+	body, err := f.be.ReadRange(ctx, k.Key, k.Version, start, end-start)
+	f.health.done(probe, err)
+	if err != nil {
+		return from, false, false, err
 	}
 	defer body.Close()
 	prio := t.priority()
@@ -334,11 +344,11 @@ func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (int, bool, error) {
 			buf = b
 			fl.unpend()
 		} else {
-			return i, i > from, errNoBudget
+			return i, i > from, true, errNoBudget
 		}
 		if _, err := io.ReadFull(body, buf[:blen]); err != nil {
 			f.budget.Put(buf)
-			return i, i > from, fmt.Errorf("prefetch: read %s block %d: %w", k.Key, fl.key.idx, err)
+			return i, i > from, true, fmt.Errorf("prefetch: read %s block %d: %w", k.Key, fl.key.idx, err)
 		}
 		f.stats.FetchedBytes[prio].Add(blen)
 		data := buf[:blen]
@@ -351,5 +361,5 @@ func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (int, bool, error) {
 		}
 		f.retire(fl)
 	}
-	return i, i > from, nil
+	return i, i > from, true, nil
 }

@@ -267,3 +267,32 @@ func waitIdle(t *testing.T, f *Fetcher) {
 	}
 	t.Fatal("fetcher did not go idle")
 }
+
+func TestBreakerFailsFastWhileDown(t *testing.T) {
+	e := newEnv(t, 64, nil)
+	e.be.latency = 300 * time.Millisecond // each failing GET costs this much
+	_, o := e.object(t, "x", 8*bs)
+	e.be.down.Store(true)
+	r := e.f.NewReader(o)
+	buf := make([]byte, 1024)
+	if _, err := r.ReadAt(context.Background(), buf, 0); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("first read: %v", err)
+	}
+	gets := e.be.gets.Load()
+	start := time.Now()
+	for i := range 5 {
+		if _, err := r.ReadAt(context.Background(), buf, int64(i+2)*bs); !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("read %d: %v", i, err)
+		}
+	}
+	if el := time.Since(start); el > 250*time.Millisecond || e.be.gets.Load() != gets {
+		t.Fatalf("reads while down took %v and %d GETs; want fast failures, no GETs", el, e.be.gets.Load()-gets)
+	}
+	e.f.health.mu.Lock()
+	e.f.health.since = time.Now().Add(-time.Minute) // cooldown over: the next fetch probes
+	e.f.health.mu.Unlock()
+	e.be.down.Store(false)
+	if _, err := r.ReadAt(context.Background(), buf, 7*bs); err != nil {
+		t.Fatalf("read after recovery: %v", err)
+	}
+}

@@ -25,7 +25,7 @@ func openBackend(ctx context.Context, src config.Source, cfg *config.Config) (ba
 		o.ForcePathStyle = cfg.ForcePathStyle
 		o.NoSignRequest = cfg.NoSignRequest
 		o.MaxAttempts = 5
-		o.MaxBackoff = 5 * time.Second
+		o.MaxBackoff = 2 * time.Second
 		o.MaxConns = max(o.MaxConns, 2*cfg.MaxFetches)
 		return s3.New(ctx, src.Bucket, o)
 	case "gs":

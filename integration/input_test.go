@@ -1,0 +1,154 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+
+	"github.com/stratafs/strata/internal/testserver"
+)
+
+// TestOddKeys: keys that are not valid POSIX names never break the mount
+// and follow the documented rules (the directory wins over a file of the
+// same name; invalid names are skipped). fake-gcs-server's memory backend
+// stores such keys as given; MinIO refuses or hides most of them.
+func TestOddKeys(t *testing.T) {
+	requireFUSE(t)
+	srv := startFakeGCSMemory(t)
+	bucket := srv.newBucket(t)
+	long := strings.Repeat("L", 300)
+	files := map[string][]byte{
+		"kp":            []byte("shadowed by the directory kp/"),
+		"kp/child":      []byte("child"),
+		"z":             []byte("shadowed, prefix arrives after z-1 and z.2"),
+		"z-1":           []byte("z-1"),
+		"z.2":           []byte("z.2"),
+		"z/in":          []byte("in"),
+		"odd/a//b":      []byte("empty segment"),
+		"odd/..":        []byte("dot dot"),
+		"odd/" + long:   []byte("too long"),
+		"odd/sp ace":    []byte("space"),
+		"odd/ünï":       []byte("unicode"),
+		"odd/dir/":      {},
+		"odd/tab\there": []byte("tab"),
+	}
+	put(t, srv.writer(t, bucket), files)
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	ls := func(dir string) string {
+		es, err := os.ReadDir(filepath.Join(m.dir, dir))
+		if err != nil {
+			t.Fatalf("readdir %q: %v", dir, err)
+		}
+		var out []string
+		for _, e := range es {
+			n := e.Name()
+			if e.IsDir() {
+				n += "/"
+			}
+			out = append(out, n)
+		}
+		sort.Strings(out)
+		return fmt.Sprint(out)
+	}
+	for dir, want := range map[string]string{
+		"":        "[kp/ odd/ z-1 z.2 z/]",
+		"kp":      "[child]",
+		"z":       "[in]",
+		"odd":     "[a/ dir/ sp ace tab\there ünï]",
+		"odd/a":   "[]",
+		"odd/dir": "[]",
+	} {
+		if got := ls(dir); got != want {
+			t.Errorf("ls %q = %s, want %s", dir, got, want)
+		}
+	}
+	for p, want := range map[string]string{"kp/child": "child", "z/in": "in", "odd/sp ace": "space", "odd/ünï": "unicode", "z-1": "z-1"} {
+		if b, err := os.ReadFile(filepath.Join(m.dir, p)); err != nil || string(b) != want {
+			t.Errorf("read %s: %q %v", p, b, err)
+		}
+	}
+	if st, err := os.Stat(filepath.Join(m.dir, "kp")); err != nil || !st.IsDir() {
+		t.Errorf("kp should be a directory: %v", err)
+	}
+	if !strings.Contains(logTail(m.cacheDir), "not a valid POSIX name") {
+		t.Errorf("no warning logged for the skipped keys")
+	}
+}
+
+// TestBadInput: every mistake gets one line naming the problem, a non-zero
+// exit, and nothing mounted.
+func TestBadInput(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t).(*minioServer)
+	bucket := srv.newBucket(t)
+	bin := testserver.Binary(t, "strata")
+	file := filepath.Join(t.TempDir(), "a-file")
+	os.WriteFile(file, nil, 0o644)
+	good := srv.source(bucket, "")
+	busy := startMount(t, srv, good, "")
+
+	cases := []struct {
+		name, want string
+		source     string
+		mnt        string
+		env        []string
+		args       []string
+	}{
+		{name: "unknown scheme", source: "ftp://bucket", want: "unknown scheme"},
+		{name: "malformed url", source: "s3:/bucket", want: "want s3://"},
+		{name: "bad bucket name", source: "s3://Bad_Bucket!", want: "not a valid bucket"},
+		{name: "missing bucket", source: "s3://no-such-bucket-here", want: "does not exist"},
+		{name: "wrong credentials", source: good, env: []string{"AWS_SECRET_ACCESS_KEY=wrong"}, want: "access denied"},
+		{name: "unreachable endpoint", source: good, args: []string{"--endpoint-url", "http://127.0.0.1:1"}, want: "cannot reach"},
+		{name: "mountpoint missing", source: good, mnt: "/nonexistent/mnt", want: "no such file"},
+		{name: "mountpoint is a file", source: good, mnt: file, want: "not a directory"},
+		{name: "mountpoint busy", source: good, mnt: busy.dir, want: "busy"},
+		{name: "cache dir unwritable", source: good, args: []string{"--cache-dir", file + "/sub"}, want: "cache-dir"},
+		{name: "cache dir in use", source: good, args: []string{"--cache-dir", busy.cacheDir}, want: "in use"},
+		{name: "bad flag value", source: good, args: []string{"--block-size", "3MiB"}, want: "power of two"},
+		{name: "bad ttl", source: good, args: []string{"--metadata-ttl", "soon"}, want: "metadata TTL"},
+		{name: "unknown flag", source: good, args: []string{"--no-such-flag"}, want: "unknown flag"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt := tc.mnt
+			if mnt == "" {
+				mnt = t.TempDir()
+			}
+			args := append([]string{"mount", tc.source, mnt, "--cache-dir", t.TempDir()}, srv.flags()...)
+			args = append(args, tc.args...)
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(append(os.Environ(), srv.env()...), tc.env...)
+			out, err := cmd.CombinedOutput()
+			msg := strings.TrimSpace(string(out))
+			if err == nil {
+				exec.Command("umount", mnt).Run()
+				t.Fatalf("mount succeeded; output %q", msg)
+			}
+			if !strings.Contains(strings.ToLower(msg), strings.ToLower(tc.want)) {
+				t.Errorf("error %q does not mention %q", msg, tc.want)
+			}
+			if strings.Count(msg, "\n") > 0 {
+				t.Errorf("error is not one line:\n%s", msg)
+			}
+			if mnt != busy.dir && isMounted(mnt) {
+				exec.Command("umount", mnt).Run()
+				t.Errorf("%s is mounted after a failed mount", mnt)
+			}
+		})
+	}
+}
+
+func isMounted(dir string) bool {
+	b, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) > 4 && f[4] == dir {
+			return true
+		}
+	}
+	return false
+}
