@@ -170,6 +170,10 @@ func (o *Object) WriteBlocks(first int64, blocks [][]byte) error {
 		if st.present.has(i) || !st.claimed.set(i) {
 			continue
 		}
+		if st.present.has(i) { // another writer finished between the checks
+			st.claimed.clear(i)
+			continue
+		}
 		if !s.reserve(int64(len(data))) {
 			st.claimed.clear(i)
 			firstErr = ErrNoSpace

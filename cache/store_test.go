@@ -315,6 +315,10 @@ func TestConcurrentWritersReaders(t *testing.T) {
 				if err := o.WriteBlock(i, data[i*bs:(i+1)*bs]); err != nil {
 					t.Error(err)
 				}
+				// Another goroutine may be mid-write of the same block.
+				for deadline := time.Now().Add(5 * time.Second); !o.Has(i) && time.Now().Before(deadline); {
+					time.Sleep(time.Millisecond)
+				}
 				p := make([]byte, bs)
 				if _, err := o.ReadAt(p, i*bs); err != nil || !bytes.Equal(p, data[i*bs:(i+1)*bs]) {
 					t.Errorf("read block %d: %v", i, err)

@@ -14,6 +14,8 @@
 // stale listing keeps being served (with a warning), because a training
 // job would rather see yesterday's tree than EIO.
 //
-// Lock order: Cache.mu, then listing.mu. No lock is held across a backend
-// or index call.
+// Lock order: dirState.persistMu, then Cache.mu, then dirState.mu, then
+// listing.mu. Only persistMu is held across an index write (it orders the
+// writes of overlapping loads of one directory); nothing is held across a
+// backend call.
 package meta

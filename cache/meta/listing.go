@@ -3,6 +3,7 @@ package meta
 import (
 	"fmt"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/index"
@@ -22,6 +23,12 @@ type dirState struct {
 	triedDisk bool       // the index was consulted for cur
 
 	lruElem any // *list.Element in Cache.lru; guarded by Cache.mu
+
+	// persistMu orders the index writes of overlapping loads (the one
+	// place a lock is held across disk I/O: it serialises nothing but
+	// this directory's persistence, never a reader).
+	persistMu   sync.Mutex
+	persistedAt int64 // fetchedAt of the listing last written to the index
 }
 
 // listing is one generation of a directory's contents. While loading it
@@ -36,8 +43,9 @@ type listing struct {
 	fetchedAt int64
 	changed   chan struct{} // closed (and replaced) when entries or done change
 
-	indexed bool  // entries live in the index only
-	count   int64 // entries, for indexed listings
+	indexed   bool        // entries live in the index only
+	count     int64       // entries, for indexed listings
+	persisted atomic.Bool // its entries are in the index
 }
 
 func newListing() *listing {
@@ -56,6 +64,14 @@ func (l *listing) appendBatch(es []Entry) {
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
+}
+
+// completeAt reports whether a loading listing has finished successfully
+// and is still fresh: then it answers negative lookups too.
+func (l *listing) completeAt(c *Cache) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.done && l.err == nil && c.fresh(l.fetchedAt)
 }
 
 func (l *listing) finish(err error, fetchedAt int64) {
@@ -104,6 +120,7 @@ func (ds *dirState) current(c *Cache) *listing {
 		return nil
 	}
 	l := &listing{done: true, fetchedAt: hdr.FetchedAt, indexed: true, count: hdr.Entries, changed: make(chan struct{})}
+	l.persisted.Store(true)
 	if hdr.Entries <= smallListing {
 		mem := newListing()
 		var es []Entry
@@ -114,6 +131,7 @@ func (ds *dirState) current(c *Cache) *listing {
 		if err == nil {
 			mem.appendBatch(es)
 			mem.done, mem.fetchedAt = true, hdr.FetchedAt
+			mem.persisted.Store(true)
 			l = mem
 		}
 	}
@@ -143,6 +161,9 @@ func (ds *dirState) lookupCached(c *Cache, name string) (e Entry, found, answere
 		if e, ok := loading.find(name); ok {
 			return e, true, true
 		}
+		if loading.completeAt(c) {
+			return Entry{}, false, true
+		}
 	}
 	if p, ok := c.point(ds.dir + name); ok && c.fresh(p.fetchedAt) {
 		return p.e, p.exists, true
@@ -168,8 +189,13 @@ func (c *Cache) findIn(ds *dirState, l *listing, name string) (Entry, bool) {
 func (c *Cache) startLoad(ds *dirState) *listing {
 	ds.mu.Lock()
 	defer ds.mu.Unlock()
-	if ds.loading != nil {
-		return ds.loading
+	if l := ds.loading; l != nil {
+		l.mu.Lock()
+		reusable := !l.done || (l.err == nil && c.fresh(l.fetchedAt))
+		l.mu.Unlock()
+		if reusable {
+			return l
+		}
 	}
 	l := newListing()
 	ds.loading = l
@@ -206,27 +232,51 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	}
 	if err != nil {
 		ds.mu.Lock()
-		ds.loading = nil
+		if ds.loading == l {
+			ds.loading = nil
+		}
 		ds.mu.Unlock()
 		l.finish(err, 0)
 		return
 	}
 	fetched := c.now().UnixNano()
-	l.finish(nil, fetched)
-	ds.mu.Lock()
-	old := ds.cur
-	ds.cur, ds.loading = l, nil
-	ds.mu.Unlock()
-	c.replaced(ds, old, l)
+	l.finish(nil, fetched) // readers have it all now
 
+	// Persist before making it current: a current listing may be demoted to
+	// an index-backed one at any time, so its entries must be there.
 	named := make([]index.NamedEntry, len(l.entries))
 	for i, e := range l.entries {
 		named[i] = index.NamedEntry{Name: e.Name, Entry: toRecord(e)}
 	}
 	hdr := index.DirRecord{FetchedAt: fetched, Complete: true, Entries: int64(len(named))}
+	ds.mu.Lock()
+	if ds.loading == l {
+		ds.loading = nil
+	}
+	old := ds.cur
+	newer := old == nil || old.fetchedAt <= fetched
+	if newer {
+		ds.cur = l
+	}
+	ds.mu.Unlock()
+	if !newer {
+		return
+	}
+	// Two loads of one directory can overlap (a refresh started while the
+	// previous one persists); persistMu keeps their writes in order and
+	// the older one never replaces the newer.
+	ds.persistMu.Lock()
+	defer ds.persistMu.Unlock()
+	if ds.persistedAt > fetched {
+		return
+	}
 	if err := c.ix.ReplaceListing(c.tag, ds.dir, hdr, named); err != nil {
 		c.log.Warn("meta: saving listing", "dir", ds.dir, "err", err)
+		return
 	}
+	ds.persistedAt = fetched
+	l.persisted.Store(true) // only now may it be demoted to the index copy
+	c.replaced(ds, old, l)
 }
 
 func toRecord(e Entry) index.EntryRecord {

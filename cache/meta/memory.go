@@ -48,30 +48,41 @@ func (c *Cache) touchLocked(ds *dirState) {
 
 // overLocked pops least recently used directories until the entries held
 // fit; the caller demotes them after dropping c.mu.
-func (c *Cache) overLocked() []*dirState {
-	var victims []*dirState
-	for c.inMem > c.opts.MaxEntries && c.lru.Len() > 0 {
-		ds := c.lru.Remove(c.lru.Back()).(*dirState)
-		ds.lruElem = nil
-		victims = append(victims, ds)
+type victim struct {
+	ds *dirState
+	l  *listing // the listing un-counted; demoted only if still current
+}
+
+func (c *Cache) overLocked() []victim {
+	var victims []victim
+	for e := c.lru.Back(); c.inMem > c.opts.MaxEntries && e != nil; {
+		ds := e.Value.(*dirState)
+		prev := e.Prev()
 		ds.mu.Lock()
-		if ds.cur != nil && !ds.cur.indexed {
-			ds.cur.mu.Lock()
-			c.inMem -= len(ds.cur.entries)
-			ds.cur.mu.Unlock()
+		if cur := ds.cur; cur != nil && !cur.indexed && cur.persisted.Load() {
+			c.lru.Remove(e)
+			ds.lruElem = nil
+			victims = append(victims, victim{ds, cur})
+			cur.mu.Lock()
+			c.inMem -= len(cur.entries)
+			cur.mu.Unlock()
 		}
 		ds.mu.Unlock()
+		e = prev
 	}
 	return victims
 }
 
 // demote replaces the in-memory listings of victims by index-backed ones.
-func (c *Cache) demote(victims []*dirState) {
-	for _, ds := range victims {
+func (c *Cache) demote(victims []victim) {
+	for _, v := range victims {
+		ds := v.ds
 		ds.mu.Lock()
-		if cur := ds.cur; cur != nil && !cur.indexed {
+		if cur := ds.cur; cur == v.l {
 			cur.mu.Lock()
-			ds.cur = &listing{done: true, fetchedAt: cur.fetchedAt, indexed: true, count: int64(len(cur.entries)), changed: make(chan struct{})}
+			ix := &listing{done: true, fetchedAt: cur.fetchedAt, indexed: true, count: int64(len(cur.entries)), changed: make(chan struct{})}
+			ix.persisted.Store(true)
+			ds.cur = ix
 			cur.mu.Unlock()
 		}
 		ds.mu.Unlock()
