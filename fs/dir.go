@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -27,12 +28,14 @@ var (
 )
 
 func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	defer d.fsys.observe("getattr", time.Now(), 0)
 	d.fsys.dirAttr(&out.Attr)
 	out.SetTimeout(d.fsys.timeout())
 	return 0
 }
 
-func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
+func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {
+	defer func(start time.Time) { d.fsys.observe("lookup", start, errno) }(time.Now())
 	d.fsys.stats.Lookups.Add(1)
 	e, err := d.fsys.meta.Lookup(ctx, d.key, name)
 	if err != nil {
@@ -67,6 +70,7 @@ func (d *dirNode) child(ctx context.Context, e meta.Entry, out *fuse.EntryOut) *
 }
 
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	defer d.fsys.observe("opendir", time.Now(), 0)
 	return &dirHandle{d: d, r: d.fsys.meta.OpenDir(ctx, d.key)}, 0, 0
 }
 
@@ -99,6 +103,7 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	e, ok, err := h.r.Next(ctx)
 	if err != nil {
 		h.d.fsys.log.Warn("fs: readdir failed", "dir", h.d.key, "err", err)
+		h.d.fsys.observe("readdir", time.Now(), toErrno(err))
 		return nil, toErrno(err)
 	}
 	if !ok {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -31,13 +32,15 @@ var (
 )
 
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
+	defer n.fsys.observe("getattr", time.Now(), 0)
 	n.fsys.fileAttr(n.entry, &out.Attr)
 	out.SetTimeout(n.fsys.timeout())
 	return 0
 }
 
-func (n *fileNode) Open(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _ uint32, errno syscall.Errno) {
 	f := n.fsys
+	defer func(start time.Time) { f.observe("open", start, errno) }(time.Now())
 	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
 		return nil, 0, syscall.EROFS
 	}
@@ -92,8 +95,9 @@ var (
 	_ gofs.FileReleaser = (*fileHandle)(nil)
 )
 
-func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.ReadResult, syscall.Errno) {
+func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.ReadResult, errno syscall.Errno) {
 	f := h.n.fsys
+	defer func(start time.Time) { f.observe("read", start, errno) }(time.Now())
 	f.stats.Reads.Add(1)
 	h.once.Do(func() {
 		if h.r == nil { // a passthrough handle the kernel did not pass through
@@ -111,6 +115,7 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (fuse.Rea
 }
 
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
+	defer h.n.fsys.observe("release", time.Now(), 0)
 	h.n.mu.Lock()
 	if h.pt {
 		h.n.ptOpen--

@@ -35,6 +35,9 @@ type Options struct {
 	// Blksize is reported as st_blksize (Python sizes its buffers from it).
 	Blksize uint32
 	Logger  *slog.Logger
+	// Observe, if set, is told of every FUSE operation served (for
+	// metrics): its name, how long it took and the errno returned.
+	Observe func(op string, d time.Duration, errno syscall.Errno)
 }
 
 // DefaultOptions: 0644 files, 0755 directories, 60 s TTL.
@@ -81,6 +84,13 @@ func (f *FS) Stats() *Stats { return &f.stats }
 
 // PassthroughEnabled reports whether fully cached files are passed through.
 func (f *FS) PassthroughEnabled() bool { return f.passthrough.Load() }
+
+// observe reports one operation to Options.Observe.
+func (f *FS) observe(op string, start time.Time, errno syscall.Errno) {
+	if f.opts.Observe != nil {
+		f.opts.Observe(op, time.Since(start), errno)
+	}
+}
 
 // timeout is the kernel cache time for entries and attributes.
 func (f *FS) timeout() time.Duration {

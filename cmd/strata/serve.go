@@ -36,6 +36,8 @@ type server struct {
 	fsys    *fs.FS
 	mounted *fs.Mounted
 	session *sessionWriter
+	shared  *sharedState // shared.go
+	ops     *opsState    // ops.go
 }
 
 // checkMountpoint rejects a mountpoint that is missing, not a directory,
@@ -97,6 +99,7 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 	if s.be, err = openBackend(ctx, src, cfg); err != nil {
 		return nil, describeBackendErr(src, err)
 	}
+	origin := s.be
 	kind, _ := uring.ParseKind(cfg.IOEngine)
 	if s.eng, err = uring.New(kind, uring.DefaultOptions()); err != nil {
 		return nil, fmt.Errorf("--io-engine %s: %w", cfg.IOEngine, err)
@@ -113,6 +116,9 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 		return nil, fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
 	}
 	if err := s.checkBackend(ctx); err != nil {
+		return nil, err
+	}
+	if s.be, err = wrapShared(ctx, s, origin); err != nil {
 		return nil, err
 	}
 	mo := meta.DefaultOptions()
@@ -142,10 +148,14 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 		return nil, err
 	}
 	if cfg.Passthrough == "on" && !s.mounted.Passthrough {
-		s.mounted.Server.Unmount()
+		unmountNow(s)
 		return nil, fmt.Errorf("--passthrough=on: passthrough is unavailable: %s", s.mounted.Why)
 	}
 	s.session = startSession(s)
+	if err := startOps(s); err != nil {
+		unmountNow(s)
+		return nil, err
+	}
 	ok = true
 	return s, nil
 }
@@ -198,8 +208,19 @@ func ownerIDs(cfg *config.Config) (uint32, uint32) {
 	return uint32(uid), uint32(gid)
 }
 
+// unmountNow undoes a mount that start cannot complete.
+func unmountNow(s *server) {
+	if err := s.mounted.Server.Unmount(); err != nil {
+		unix.Unmount(s.mnt, unix.MNT_DETACH)
+	}
+	s.mounted.Server.Wait()
+}
+
 // close releases everything start opened, in reverse order.
 func (s *server) close() {
+	if s.ops != nil {
+		stopOps(s)
+	}
 	if s.session != nil {
 		s.session.stop()
 	}
@@ -216,6 +237,9 @@ func (s *server) close() {
 	}
 	if s.eng != nil {
 		s.eng.Close()
+	}
+	if s.shared != nil {
+		closeShared(s)
 	}
 	if c, ok := s.be.(backend.Closer); ok {
 		c.Close()

@@ -50,6 +50,12 @@ type Config struct {
 	ReadAheadKB  int    `yaml:"read-ahead-kb"`
 	Passthrough  string `yaml:"passthrough"`
 	IOEngine     string `yaml:"io-engine"`
+
+	// Feature groups, each defined (with its defaults and checks) in its
+	// own file; their keys sit at the top level of a config file.
+	Write  WriteConfig  `yaml:",inline"` // write.go: checkpoint writes
+	Shared SharedConfig `yaml:",inline"` // shared.go: second cache tier
+	Ops    OpsConfig    `yaml:",inline"` // ops.go: metrics, warming, config file
 }
 
 // Defaults are the one place default settings live.
@@ -72,6 +78,9 @@ func Defaults() Config {
 		ReadAheadKB:  1024,
 		Passthrough:  "auto",
 		IOEngine:     "auto",
+		Write:        defaultWrite(),
+		Shared:       defaultShared(),
+		Ops:          defaultOps(),
 	}
 }
 
@@ -114,6 +123,11 @@ func (c *Config) Validate() error {
 	}
 	if c.EndpointURL != "" && !strings.HasPrefix(c.EndpointURL, "http://") && !strings.HasPrefix(c.EndpointURL, "https://") {
 		return bad("--endpoint-url %q: want http://host[:port] or https://...", c.EndpointURL)
+	}
+	for _, check := range []func() error{c.Write.validate, c.Shared.validate, c.Ops.validate} {
+		if err := check(); err != nil {
+			return fmt.Errorf("%w: %w", errBad, err)
+		}
 	}
 	return nil
 }
