@@ -56,6 +56,10 @@ type Stats struct {
 	Retries        atomic.Int64
 	ShrunkWindows  atomic.Int64 // readahead cut short by the memory budget
 	UncachedBlocks atomic.Int64 // fetched blocks the cache could not keep
+	// WindowBytes sums the readahead window of every sequential top-up
+	// and WindowTopUps counts them: their ratio is the mean window.
+	WindowBytes  atomic.Int64
+	WindowTopUps atomic.Int64
 }
 
 type blockKey struct {

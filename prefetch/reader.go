@@ -157,6 +157,8 @@ func (r *Reader) readahead(off, n int64) {
 		}
 		if to >= from {
 			r.scheduled = to + 1
+			r.f.stats.WindowBytes.Add(window)
+			r.f.stats.WindowTopUps.Add(1)
 		}
 	case Strided:
 		from, to = (off+stride)/bs, min((off+stride*4+n-1)/bs, nb-1)
