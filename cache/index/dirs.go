@@ -224,3 +224,23 @@ func (ix *Index) ScanListingFrom(tag SrcTag, dir, after string, limit int, fn fu
 	}
 	return nil
 }
+
+// PutEntry adds or replaces one entry of dir's cached listing.
+func (ix *Index) PutEntry(tag SrcTag, dir, name string, e EntryRecord) error {
+	k := append(entryPrefix(tag, dir), name...)
+	err := ix.db.Update(func(txn *badger.Txn) error { return txn.Set(k, MarshalEntry(e)) })
+	if err != nil {
+		return fmt.Errorf("index: put entry %q in %q: %w", name, dir, err)
+	}
+	return nil
+}
+
+// DeleteEntry removes one entry of dir's cached listing.
+func (ix *Index) DeleteEntry(tag SrcTag, dir, name string) error {
+	k := append(entryPrefix(tag, dir), name...)
+	err := ix.db.Update(func(txn *badger.Txn) error { return txn.Delete(k) })
+	if err != nil {
+		return fmt.Errorf("index: delete entry %q in %q: %w", name, dir, err)
+	}
+	return nil
+}

@@ -148,3 +148,30 @@ func TestStatsAndVersions(t *testing.T) {
 		t.Fatal("IDFor is ambiguous across field boundaries")
 	}
 }
+
+func TestJournalPersistsInOrder(t *testing.T) {
+	dir := t.TempDir()
+	ix := openTemp(t, dir)
+	var seqs []uint64
+	for _, k := range []string{"a", "b", "c"} {
+		seq, err := ix.AppendUpload(UploadRecord{Key: k})
+		if err != nil {
+			t.Fatal(err)
+		}
+		seqs = append(seqs, seq)
+	}
+	if err := ix.DeleteUpload(seqs[1]); err != nil {
+		t.Fatal(err)
+	}
+	ix.Close()
+	ix = openTemp(t, dir)
+	defer ix.Close()
+	var keys []string
+	ix.ScanUploads(func(_ uint64, r UploadRecord, err error) error { keys = append(keys, r.Key); return err })
+	if fmt.Sprint(keys) != "[a c]" {
+		t.Fatalf("journal after reopen: %v", keys)
+	}
+	if seq, _ := ix.AppendUpload(UploadRecord{Key: "d"}); seq <= seqs[2] {
+		t.Fatalf("sequence went backwards after reopen: %d <= %d", seq, seqs[2])
+	}
+}

@@ -97,3 +97,28 @@ func FuzzUnmarshalEntry(f *testing.F) {
 		_, _ = UnmarshalBlock(b)
 	})
 }
+
+func TestUploadRecordRoundTrip(t *testing.T) {
+	r := UploadRecord{Source: "s3://b", Key: "ckpt/step_1.pt", Staging: "abc", Size: 1 << 33, MTime: 5,
+		BaseVersion: "\x00absent", ThenDelete: "ckpt/tmp", ThenDeleteVersion: "e1", State: UploadFailed, Attempts: 3, LastError: "boom", Created: 9}
+	got, err := UnmarshalUpload(MarshalUpload(r))
+	if err != nil || got != r {
+		t.Fatalf("%+v %v", got, err)
+	}
+	if _, err := UnmarshalUpload(MarshalUpload(r)[:5]); err == nil {
+		t.Fatal("truncated record accepted")
+	}
+}
+
+func FuzzUnmarshalUpload(f *testing.F) {
+	f.Add(MarshalUpload(UploadRecord{Key: "k", Size: 3}))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		r, err := UnmarshalUpload(b)
+		if err != nil {
+			return
+		}
+		if r2, err := UnmarshalUpload(MarshalUpload(r)); err != nil || r2 != r {
+			t.Fatal("re-encode mismatch")
+		}
+	})
+}

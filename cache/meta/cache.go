@@ -58,6 +58,7 @@ type Cache struct {
 	inMem  int        // entries held in memory by complete listings
 	points map[string]pointResult
 	warned map[string]bool
+	local  map[string]map[string]Entry // dir -> name -> entry written here, not yet in the bucket
 }
 
 type pointResult struct {
@@ -82,6 +83,7 @@ func New(be backend.Backend, ix *index.Index, opts Options) *Cache {
 		ctx: ctx, cancel: cancel,
 		be: be, ix: ix, tag: index.TagFor(be.String()), opts: opts, log: opts.Logger, now: opts.Clock,
 		dirs: map[string]*dirState{}, lru: list.New(), points: map[string]pointResult{}, warned: map[string]bool{},
+		local: map[string]map[string]Entry{},
 	}
 }
 
@@ -142,6 +144,9 @@ func Parent(key string) (dir, name string) {
 
 // Lookup finds name in directory dir. A missing name is backend.ErrNotExist.
 func (c *Cache) Lookup(ctx context.Context, dir, name string) (Entry, error) {
+	if e, ok := c.localEntry(dir, name); ok {
+		return e, nil
+	}
 	ds := c.dir(dir)
 	if e, found, answered := ds.lookupCached(c, name); answered {
 		if !found {

@@ -8,6 +8,9 @@ import "container/list"
 
 // account adds a listing now held in memory.
 func (c *Cache) account(ds *dirState, l *listing) {
+	if l == nil || l.indexed {
+		return
+	}
 	l.mu.Lock()
 	n := len(l.entries)
 	l.mu.Unlock()

@@ -22,6 +22,8 @@ type Reader struct {
 	after string
 	buf   []Entry
 	eof   bool
+
+	locals []Entry // local entries not in the listing, emitted after it (nil: not computed)
 }
 
 // OpenDir starts reading directory dir: from a fresh cached listing, or
@@ -39,7 +41,7 @@ func (c *Cache) OpenDir(ctx context.Context, dir string) *Reader {
 
 // Rewind starts the stream over (rewinddir), on the same listing.
 func (r *Reader) Rewind() {
-	r.pos, r.after, r.buf, r.eof, r.seen = 0, "", nil, false, nil
+	r.pos, r.after, r.buf, r.eof, r.seen, r.locals = 0, "", nil, false, nil, nil
 }
 
 // Next returns the next entry, or ok false at the end.
@@ -55,6 +57,21 @@ func (r *Reader) Next(ctx context.Context) (e Entry, ok bool, err error) {
 				continue
 			}
 			return Entry{}, false, err
+		}
+		if !ok {
+			// After the listing: files written here that it does not show.
+			if r.locals == nil {
+				r.locals = []Entry{}
+				for _, le := range r.c.localEntries(r.ds.dir) {
+					if _, inListing := r.inListing(le.Name); !inListing {
+						r.locals = append(r.locals, le)
+					}
+				}
+			}
+			if len(r.locals) > 0 {
+				e, ok = r.locals[0], true
+				r.locals = r.locals[1:]
+			}
 		}
 		if ok && r.seen != nil {
 			if r.seen[e.Name] {
@@ -148,9 +165,17 @@ func (r *Reader) fallback(err error) bool {
 // Lookup finds name in the listing this reader streams (readdirplus asks
 // for each entry it has just emitted).
 func (r *Reader) Lookup(name string) (Entry, bool) {
+	if e, ok := r.c.localEntry(r.ds.dir, name); ok {
+		return e, true
+	}
 	if r.last.Name == name && name != "" {
 		return r.last, true
 	}
+	return r.inListing(name)
+}
+
+// inListing finds name in the listing being streamed.
+func (r *Reader) inListing(name string) (Entry, bool) {
 	if !r.l.indexed {
 		return r.l.find(name)
 	}

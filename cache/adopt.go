@@ -1,0 +1,119 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/stratafs/strata/cache/index"
+)
+
+// StagingDir is where the write path keeps files being written.
+func (s *Store) StagingDir() string { return filepath.Join(s.dir, "staging") }
+
+// ReserveStaging accounts n more bytes of staged (written, not yet
+// uploaded) data against the cache limit, evicting first if it must.
+// ErrNoSpace means the write cannot be accepted.
+func (s *Store) ReserveStaging(n int64) error {
+	if n <= 0 {
+		return nil
+	}
+	if s.reserve(n) {
+		return nil
+	}
+	// Make room now rather than fail a write the evictor could have saved.
+	used := s.used.Load()
+	s.evict(used + n - s.limits.Limit(used)/100*lowWater)
+	if s.reserve(n) {
+		return nil
+	}
+	s.stats.NoSpace.Add(1)
+	return ErrNoSpace
+}
+
+// ReleaseStaging returns n bytes reserved by ReserveStaging.
+func (s *Store) ReleaseStaging(n int64) {
+	if n > 0 {
+		s.used.Add(-n)
+	}
+}
+
+// Adopt makes the complete file at path the cached copy of object k: the
+// file moves into the cache (so a checkpoint written through the mount is
+// read back without a GET), every block is marked present with its CRC,
+// and a previous version of the key is retired. The caller's staging
+// reservation of k.Size bytes becomes the object's; on error the caller
+// still holds it and the file stays where it was.
+func (s *Store) Adopt(k ObjectKey, path string) error {
+	id := index.IDFor(k.Source, k.Key, k.Version)
+	rec := index.ObjectRecord{
+		Source: k.Source, Key: k.Key, Version: k.Version, Size: k.Size, MTime: k.MTime,
+		BlockSize: s.opts.BlockSize, LastAccess: s.now().Unix(), Flags: index.FlagLocal,
+	}
+	crcs, err := blockCRCs(path, rec)
+	if err != nil {
+		return err
+	}
+	// An entry for this version may exist (a retry after a crash): drop it.
+	if _, ok, _ := s.ix.GetObject(id); ok {
+		if !s.deleteObject(id) {
+			return fmt.Errorf("cache: adopt %s: version %s is open", k.Key, k.Version)
+		}
+	}
+	dst := s.pathOf(id)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return fmt.Errorf("cache: adopt %s: %w", k.Key, err)
+	}
+	if err := s.ix.PutObject(id, rec); err != nil {
+		return err
+	}
+	if err := os.Rename(path, dst); err != nil {
+		s.ix.DeleteObject(id)
+		return fmt.Errorf("cache: adopt %s: %w", k.Key, err)
+	}
+	for i, crc := range crcs {
+		if err := s.ix.MarkBlock(id, int64(i), index.BlockInfo{CRC: crc, Len: uint32(rec.BlockLen(int64(i)))}); err != nil {
+			return err
+		}
+	}
+	tag := index.TagFor(k.Source)
+	if prev, had, err := s.ix.CurrentVersion(tag, k.Key); err == nil && had && prev != id {
+		s.retire(prev)
+	}
+	return s.ix.SetCurrentVersion(tag, k.Key, id)
+}
+
+// blockCRCs reads a file block by block and returns each block's CRC.
+func blockCRCs(path string, rec index.ObjectRecord) ([]uint32, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("cache: adopt %s: %w", rec.Key, err)
+	}
+	defer f.Close()
+	if fi, err := f.Stat(); err != nil || fi.Size() != rec.Size {
+		return nil, fmt.Errorf("cache: adopt %s: file is %d bytes, object %d", rec.Key, sizeOrNeg(fi), rec.Size)
+	}
+	n := rec.NumBlocks()
+	crcs := make([]uint32, n)
+	buf := make([]byte, rec.BlockSize)
+	for i := range n {
+		b := buf[:rec.BlockLen(i)]
+		if _, err := io.ReadFull(io.NewSectionReader(f, i*rec.BlockSize, int64(len(b))), b); err != nil {
+			if errors.Is(err, io.ErrUnexpectedEOF) {
+				err = fmt.Errorf("file shrank while adopting")
+			}
+			return nil, fmt.Errorf("cache: adopt %s: %w", rec.Key, err)
+		}
+		crcs[i] = CRC(b)
+	}
+	return crcs, nil
+}
+
+func sizeOrNeg(fi os.FileInfo) int64 {
+	if fi == nil {
+		return -1
+	}
+	return fi.Size()
+}

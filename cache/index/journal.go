@@ -1,0 +1,178 @@
+package index
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+
+	"github.com/dgraph-io/badger/v4"
+)
+
+// UploadState is where a journaled upload stands.
+type UploadState uint8
+
+const (
+	UploadPending UploadState = iota // waiting for (or in) an upload
+	UploadFailed                     // gave up for now: a permanent error; data kept
+)
+
+// UploadRecord is one journaled upload: a staged file that must reach the
+// bucket as Key. It is written (and synced) before close() returns in
+// async mode and removed only once the object is complete in the bucket.
+type UploadRecord struct {
+	Source      string
+	Key         string
+	Staging     string // file name in the staging directory
+	Size        int64
+	MTime       int64  // unix nanoseconds
+	BaseVersion string // the version the writer started from ("" none, "\x00absent" new)
+	// ThenDelete is a key removed once the upload is complete (a renamed
+	// file's old name), if it still has version ThenDeleteVersion.
+	ThenDelete        string
+	ThenDeleteVersion string
+	State             UploadState
+	Attempts          uint32
+	LastError         string
+	Created           int64 // unix nanoseconds
+}
+
+func uploadKey(seq uint64) []byte {
+	var b [8]byte
+	binary.BigEndian.PutUint64(b[:], seq)
+	return key('u', b[:])
+}
+
+// MarshalUpload encodes an upload record.
+func MarshalUpload(r UploadRecord) []byte {
+	e := encoder{}
+	e.uvarint(recordV1)
+	for _, s := range []string{r.Source, r.Key, r.Staging, r.BaseVersion, r.ThenDelete, r.ThenDeleteVersion, r.LastError} {
+		e.str(s)
+	}
+	e.varint(r.Size)
+	e.varint(r.MTime)
+	e.uvarint(uint64(r.State))
+	e.uvarint(uint64(r.Attempts))
+	e.varint(r.Created)
+	return e.b
+}
+
+// UnmarshalUpload decodes what MarshalUpload encoded.
+func UnmarshalUpload(b []byte) (UploadRecord, error) {
+	d := decoder{b: b}
+	d.version()
+	var r UploadRecord
+	for _, p := range []*string{&r.Source, &r.Key, &r.Staging, &r.BaseVersion, &r.ThenDelete, &r.ThenDeleteVersion, &r.LastError} {
+		*p = d.str()
+	}
+	r.Size, r.MTime = d.varint(), d.varint()
+	state, attempts := d.uvarint(), d.uvarint()
+	r.Created = d.varint()
+	if err := d.done(); err != nil {
+		return UploadRecord{}, err
+	}
+	if state > uint64(UploadFailed) || attempts > 1<<32-1 || r.Size < 0 {
+		return UploadRecord{}, ErrCorrupt
+	}
+	r.State, r.Attempts = UploadState(state), uint32(attempts)
+	return r, nil
+}
+
+// AppendUpload journals r and returns its sequence number. The journal is
+// synced to disk before it returns: an acknowledged close survives a
+// crash of the machine, not only of the process.
+func (ix *Index) AppendUpload(r UploadRecord) (uint64, error) {
+	seq, err := ix.nextSeq()
+	if err != nil {
+		return 0, err
+	}
+	if err := ix.PutUpload(seq, r); err != nil {
+		return 0, err
+	}
+	if err := ix.db.Sync(); err != nil {
+		return 0, fmt.Errorf("index: sync journal: %w", err)
+	}
+	return seq, nil
+}
+
+// PutUpload rewrites journal entry seq.
+func (ix *Index) PutUpload(seq uint64, r UploadRecord) error {
+	err := ix.db.Update(func(txn *badger.Txn) error { return txn.Set(uploadKey(seq), MarshalUpload(r)) })
+	if err != nil {
+		return fmt.Errorf("index: journal %s: %w", r.Key, err)
+	}
+	return nil
+}
+
+// DeleteUpload removes journal entry seq (its upload is complete).
+func (ix *Index) DeleteUpload(seq uint64) error {
+	err := ix.db.Update(func(txn *badger.Txn) error { return txn.Delete(uploadKey(seq)) })
+	if err != nil {
+		return fmt.Errorf("index: journal delete %d: %w", seq, err)
+	}
+	return nil
+}
+
+// ScanUploads calls fn for every journaled upload in sequence order.
+// Entries that fail to decode are passed with err set.
+func (ix *Index) ScanUploads(fn func(seq uint64, r UploadRecord, err error) error) error {
+	prefix := []byte{'u'}
+	err := ix.db.View(func(txn *badger.Txn) error {
+		opt := badger.DefaultIteratorOptions
+		opt.Prefix = prefix
+		it := txn.NewIterator(opt)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			item := it.Item()
+			k := item.Key()
+			if len(k) != 9 {
+				continue
+			}
+			seq := binary.BigEndian.Uint64(k[1:])
+			var r UploadRecord
+			verr := item.Value(func(v []byte) (err error) { r, err = UnmarshalUpload(v); return })
+			if err := fn(seq, r, verr); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index: scan journal: %w", err)
+	}
+	return nil
+}
+
+var seqKey = []byte("!seq")
+
+// nextSeq returns a number larger than any returned before, across
+// restarts.
+func (ix *Index) nextSeq() (uint64, error) {
+	var seq uint64
+	err := ix.db.Update(func(txn *badger.Txn) error {
+		item, err := txn.Get(seqKey)
+		switch {
+		case errors.Is(err, badger.ErrKeyNotFound):
+		case err != nil:
+			return err
+		default:
+			if err := item.Value(func(v []byte) error {
+				if len(v) != 8 {
+					return ErrCorrupt
+				}
+				seq = binary.BigEndian.Uint64(v)
+				return nil
+			}); err != nil {
+				return err
+			}
+		}
+		seq++
+		var b [8]byte
+		binary.BigEndian.PutUint64(b[:], seq)
+		return txn.Set(seqKey, b[:])
+	})
+	if err != nil {
+		return 0, fmt.Errorf("index: sequence: %w", err)
+	}
+	return seq, nil
+}

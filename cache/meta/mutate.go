@@ -1,0 +1,142 @@
+package meta
+
+import (
+	"github.com/stratafs/strata/cache/index"
+)
+
+// The write path tells the cache what it changed, so that lookups and
+// listings show it at once (and across restarts) instead of after the
+// TTL. Listings are copied on write: readers streaming the old one keep a
+// consistent view.
+
+// SetLocal shows e in dir while it exists only locally (written, not yet
+// uploaded): it wins over the bucket's listings until ClearLocal.
+func (c *Cache) SetLocal(dir string, e Entry) {
+	c.mu.Lock()
+	m := c.local[dir]
+	if m == nil {
+		m = map[string]Entry{}
+		c.local[dir] = m
+	}
+	m[e.Name] = e
+	c.mu.Unlock()
+}
+
+// ClearLocal ends the local override of name in dir.
+func (c *Cache) ClearLocal(dir, name string) {
+	c.mu.Lock()
+	if m := c.local[dir]; m != nil {
+		delete(m, name)
+		if len(m) == 0 {
+			delete(c.local, dir)
+		}
+	}
+	c.mu.Unlock()
+}
+
+// localEntry returns the local override of name in dir, if any.
+func (c *Cache) localEntry(dir, name string) (Entry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.local[dir][name]
+	return e, ok
+}
+
+// localEntries returns dir's local overrides.
+func (c *Cache) localEntries(dir string) []Entry {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Entry, 0, len(c.local[dir]))
+	for _, e := range c.local[dir] {
+		out = append(out, e)
+	}
+	return out
+}
+
+// Upsert records that e now exists in dir in the bucket.
+func (c *Cache) Upsert(dir string, e Entry) {
+	c.mutate(dir, e.Name, &e)
+}
+
+// Remove records that name no longer exists in dir.
+func (c *Cache) Remove(dir, name string) {
+	c.mutate(dir, name, nil)
+}
+
+// Invalidate forgets dir's listing; the next use fetches it again.
+func (c *Cache) Invalidate(dir string) {
+	ds := c.dir(dir)
+	ds.mu.Lock()
+	old := ds.cur
+	ds.cur, ds.triedDisk = nil, true
+	ds.mu.Unlock()
+	c.replaced(ds, old, nil)
+	if err := c.ix.DeleteListing(c.tag, dir); err != nil {
+		c.log.Warn("meta: invalidating listing", "dir", dir, "err", err)
+	}
+}
+
+// mutate sets (e != nil) or removes (e == nil) name in dir's cached
+// listing, its index copy and the point lookups.
+func (c *Cache) mutate(dir, name string, e *Entry) {
+	key := dir + name
+	now := c.now().UnixNano()
+	p := pointResult{fetchedAt: now}
+	rec := index.EntryRecord{Kind: index.KindAbsent, FetchedAt: now}
+	if e != nil {
+		p.e, p.exists = *e, true
+		rec = toRecord(*e)
+		rec.FetchedAt = now
+	}
+	c.remember(key, p)
+	if err := c.ix.PutStat(c.tag, key, rec); err != nil {
+		c.log.Warn("meta: saving lookup", "key", key, "err", err)
+	}
+
+	ds := c.dir(dir)
+	ds.mu.Lock()
+	old := ds.cur
+	var next *listing
+	if old != nil && !old.indexed {
+		next = old.with(name, e)
+		ds.cur = next
+	}
+	ds.mu.Unlock()
+	if next != nil {
+		c.replaced(ds, old, next)
+	}
+	if old == nil {
+		return
+	}
+	var err error
+	if e != nil {
+		err = c.ix.PutEntry(c.tag, dir, name, toRecord(*e))
+	} else {
+		err = c.ix.DeleteEntry(c.tag, dir, name)
+	}
+	if err != nil {
+		c.log.Warn("meta: saving listing change", "dir", dir, "name", name, "err", err)
+	}
+}
+
+// with returns a copy of a complete in-memory listing with name set to e
+// (or removed when e is nil).
+func (l *listing) with(name string, e *Entry) *listing {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := &listing{done: true, fetchedAt: l.fetchedAt, changed: make(chan struct{}), byName: make(map[string]int, len(l.entries)+1)}
+	n.persisted.Store(l.persisted.Load())
+	n.entries = make([]Entry, 0, len(l.entries)+1)
+	for _, x := range l.entries {
+		if x.Name == name {
+			continue
+		}
+		n.byName[x.Name] = len(n.entries)
+		n.entries = append(n.entries, x)
+	}
+	if e != nil {
+		n.byName[name] = len(n.entries)
+		n.entries = append(n.entries, *e)
+	}
+	return n
+}

@@ -1,0 +1,281 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/index"
+)
+
+// errSuperseded ends a job whose file was committed again before it was
+// uploaded: the newer content goes up instead.
+var errSuperseded = errors.New("writeback: superseded by a newer write")
+
+// errCancelled ends a job whose file was deleted before it was uploaded.
+var errCancelled = errors.New("writeback: file deleted before upload")
+
+// Job is one committed file on its way to the bucket.
+type Job struct {
+	seq      uint64
+	reserved int64
+
+	// Guarded by Manager.mu.
+	rec       index.UploadRecord
+	running   bool
+	cancel    context.CancelFunc
+	dropped   error // errSuperseded or errCancelled once decided
+	requeue   bool  // renamed while running: start again under the new key
+	failed    bool  // permanent error; kept until written again or deleted
+	notBefore time.Time
+
+	once      sync.Once
+	attempted chan struct{} // closed after the first attempt
+	firstErr  error
+	done      chan struct{} // closed when uploaded, dropped, or failed for good
+	err       error
+	info      backend.ObjectInfo
+}
+
+func newJob(seq uint64, r index.UploadRecord, reserved int64) *Job {
+	if r.State == index.UploadFailed {
+		r.State = index.UploadPending // a new mount tries once more
+	}
+	return &Job{seq: seq, rec: r, reserved: reserved, attempted: make(chan struct{}), done: make(chan struct{})}
+}
+
+// Wait blocks until the job is settled and returns its error (nil once the
+// object is complete in the bucket).
+func (j *Job) Wait(ctx context.Context) error {
+	select {
+	case <-j.done:
+		if errors.Is(j.err, errSuperseded) {
+			return nil
+		}
+		return j.err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func (j *Job) firstAttempt(err error) {
+	j.once.Do(func() {
+		j.firstErr = err
+		close(j.attempted)
+	})
+}
+
+// settle closes the job for good. Caller holds Manager.mu.
+func (j *Job) settle(err error) {
+	j.firstAttempt(err)
+	select {
+	case <-j.done:
+	default:
+		j.err = err
+		close(j.done)
+	}
+}
+
+// permanent reports errors no retry can fix.
+func permanent(err error) bool {
+	return errors.Is(err, backend.ErrPreconditionFailed) || errors.Is(err, backend.ErrAccessDenied) ||
+		errors.Is(err, backend.ErrNoBucket) || errors.Is(err, backend.ErrNotSupported)
+}
+
+// dispatch starts runnable jobs: the oldest job of each key, within the
+// concurrency limit, once its retry pause is over.
+func (m *Manager) dispatch() {
+	defer m.wg.Done()
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		m.mu.Lock()
+		now := time.Now()
+		wakeAt := now.Add(time.Hour)
+		for _, js := range m.byKey {
+			if len(js) == 0 {
+				continue
+			}
+			j := js[0]
+			if j.running || j.failed || j.dropped != nil {
+				continue
+			}
+			if j.notBefore.After(now) {
+				wakeAt = minTime(wakeAt, j.notBefore)
+				continue
+			}
+			if m.running >= m.opts.Concurrency {
+				break
+			}
+			ctx, cancel := context.WithCancel(m.ctx)
+			j.running, j.cancel = true, cancel
+			m.running++
+			m.wg.Add(1)
+			go m.upload(ctx, j, j.rec)
+		}
+		m.mu.Unlock()
+		timer.Reset(time.Until(wakeAt))
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-m.wake:
+		case <-timer.C:
+		}
+	}
+}
+
+func minTime(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
+
+// upload runs one attempt of a job.
+func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
+	defer m.wg.Done()
+	path := filepath.Join(m.store.StagingDir(), r.Staging)
+	var info backend.ObjectInfo
+	f, err := os.Open(path)
+	if err == nil {
+		info, err = m.w.Put(ctx, r.Key, f, r.Size, backend.PutOptions{
+			IfVersion: r.BaseVersion, PartSize: m.opts.PartSize, Concurrency: m.opts.PartConcurrency,
+		})
+		f.Close()
+	}
+	if err == nil {
+		m.mu.Lock()
+		renamed, cancelled := j.requeue, errors.Is(j.dropped, errCancelled)
+		m.mu.Unlock()
+		if renamed || cancelled {
+			// Renamed or deleted while the upload ran, and it landed
+			// anyway: take it back down from the name it went up as.
+			if m.del != nil {
+				if derr := m.del.Delete(m.ctx, r.Key); derr != nil {
+					m.log.Warn("writeback: removing an upload overtaken by a rename or delete", "key", r.Key, "err", derr)
+				}
+			}
+			err = context.Canceled
+		} else {
+			err = m.complete(j, r, path, info)
+		}
+	}
+	m.finish(j, r, info, err)
+}
+
+// complete makes the uploaded file the cached copy of its new version and
+// removes what the upload replaces.
+func (m *Manager) complete(j *Job, r index.UploadRecord, path string, info backend.ObjectInfo) error {
+	k := cache.ObjectKey{Source: m.source, Key: r.Key, Version: info.Version, Size: r.Size, MTime: r.MTime}
+	if err := m.store.Adopt(k, path); err != nil {
+		// The object is up; only the local copy is lost.
+		m.log.Warn("writeback: keeping the uploaded file as cached copy failed", "key", r.Key, "err", err)
+		os.Remove(path)
+		m.store.ReleaseStaging(j.reserved)
+	}
+	j.reserved = 0
+	if r.ThenDelete != "" && m.del != nil {
+		if err := m.del.Delete(m.ctx, r.ThenDelete); err != nil {
+			m.log.Warn("writeback: removing the old name after a rename", "key", r.ThenDelete, "err", err)
+		}
+	}
+	if err := m.ix.DeleteUpload(j.seq); err != nil {
+		m.log.Warn("writeback: clearing the journal entry", "key", r.Key, "err", err)
+	}
+	return nil
+}
+
+// finish records an attempt's outcome.
+func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, err error) {
+	m.mu.Lock()
+	j.running = false
+	m.running--
+	switch {
+	case err == nil:
+		m.removeLocked(j)
+		j.info = info
+		j.settle(nil)
+	case j.dropped != nil:
+		m.dropLocked(j)
+	case j.requeue:
+		j.requeue = false // renamed mid-upload: go again under the new name
+	case m.ctx.Err() != nil:
+		j.firstAttempt(err) // shutting down: stays journaled for the next mount
+	case permanent(err):
+		j.failed = true
+		j.rec.State, j.rec.LastError = index.UploadFailed, err.Error()
+		j.rec.Attempts++
+		m.ix.PutUpload(j.seq, j.rec)
+		m.log.Error("writeback: upload failed; the file is kept in the cache for a retry", "key", r.Key, "err", err)
+		j.settle(err)
+	default:
+		j.rec.Attempts++
+		j.rec.LastError = err.Error()
+		m.ix.PutUpload(j.seq, j.rec)
+		pause := min(m.opts.RetryMin<<min(j.rec.Attempts-1, 20), m.opts.RetryMax)
+		j.notBefore = time.Now().Add(pause)
+		m.log.Warn("writeback: upload failed; retrying", "key", r.Key, "attempt", j.rec.Attempts, "in", pause, "err", err)
+		j.firstAttempt(err)
+	}
+	m.mu.Unlock()
+	if err == nil && m.hooks.Uploaded != nil {
+		m.hooks.Uploaded(r.Key, info, r.Size, r.MTime)
+	}
+	m.kick()
+}
+
+// removeLocked forgets a settled job. Caller holds m.mu.
+func (m *Manager) removeLocked(j *Job) {
+	delete(m.jobs, j.seq)
+	js := m.byKey[j.rec.Key]
+	for i, x := range js {
+		if x == j {
+			js = append(js[:i], js[i+1:]...)
+			break
+		}
+	}
+	if len(js) == 0 {
+		delete(m.byKey, j.rec.Key)
+	} else {
+		m.byKey[j.rec.Key] = js
+	}
+}
+
+// dropLocked discards a job that will never upload: its staged file, its
+// space, its journal entry. Caller holds m.mu.
+func (m *Manager) dropLocked(j *Job) {
+	m.removeLocked(j)
+	os.Remove(filepath.Join(m.store.StagingDir(), j.rec.Staging))
+	m.store.ReleaseStaging(j.reserved)
+	j.reserved = 0
+	m.ix.DeleteUpload(j.seq)
+	j.settle(j.dropped)
+}
+
+// supersedeLocked drops every older job of key: the newest commit wins.
+// Caller holds m.mu.
+func (m *Manager) supersedeLocked(key string) {
+	js := m.byKey[key]
+	for _, j := range js[:len(js)-1] {
+		m.dropOrCancelLocked(j, errSuperseded)
+	}
+}
+
+// dropOrCancelLocked drops a job now, or cancels it if it is uploading
+// (finish then drops it). Caller holds m.mu.
+func (m *Manager) dropOrCancelLocked(j *Job, why error) {
+	if j.dropped != nil {
+		return
+	}
+	j.dropped = why
+	if j.running {
+		j.cancel()
+		return
+	}
+	m.dropLocked(j)
+}

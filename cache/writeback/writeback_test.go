@@ -1,0 +1,238 @@
+package writeback
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/uring"
+)
+
+type env struct {
+	store    *cache.Store
+	bucket   *fakeBucket
+	m        *Manager
+	dir      string
+	uploaded sync.Map // key -> backend.ObjectInfo
+	pending  sync.Map // key -> size
+}
+
+func openStore(t *testing.T, dir string, maxBytes int64) *cache.Store {
+	t.Helper()
+	eng, _ := uring.New(uring.KindPread, uring.DefaultOptions())
+	o := cache.DefaultOptions()
+	o.BlockSize, o.Engine, o.MaxBytes, o.MinFree = 64<<10, eng, maxBytes, 0
+	s, err := cache.Open(dir, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func newEnv(t *testing.T, mode Mode, b *fakeBucket, dir string) *env {
+	t.Helper()
+	if dir == "" {
+		dir = t.TempDir()
+	}
+	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir}
+	o := DefaultOptions()
+	o.Mode, o.RetryMin, o.RetryMax = mode, 10*time.Millisecond, 50*time.Millisecond
+	m, err := New(e.store, b, o, Hooks{
+		Uploaded: func(key string, info backend.ObjectInfo, size, mtime int64) { e.uploaded.Store(key, info) },
+		Pending:  func(key string, size, mtime int64) { e.pending.Store(key, size) },
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
+	t.Cleanup(e.close)
+	return e
+}
+
+func (e *env) close() {
+	if e.m != nil {
+		e.m.Close()
+		e.store.Close()
+		e.m = nil
+	}
+}
+
+func (e *env) stage(t *testing.T, data []byte) *Staging {
+	t.Helper()
+	st, err := e.m.NewStaging()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func TestSyncCommitUploadsAndCaches(t *testing.T) {
+	e := newEnv(t, Sync, newBucket(), "")
+	data := bytes.Repeat([]byte("checkpoint"), 20000)
+	j, err := e.m.Commit(context.Background(), "ckpt/a.pt", e.stage(t, data), backend.VersionAbsent, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := e.bucket.get("ckpt/a.pt"); !ok || !bytes.Equal(got, data) {
+		t.Fatal("object not in the bucket after a sync commit")
+	}
+	if err := j.Wait(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	v, ok := e.uploaded.Load("ckpt/a.pt")
+	if !ok {
+		t.Fatal("Uploaded hook not called")
+	}
+	// The written file is now the cached copy: complete, no fetch needed.
+	o, err := e.store.Acquire(cache.ObjectKey{Source: e.bucket.String(), Key: "ckpt/a.pt", Version: v.(backend.ObjectInfo).Version, Size: int64(len(data))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Release()
+	buf := make([]byte, len(data))
+	if !o.Complete() {
+		t.Fatal("uploaded file not adopted into the cache")
+	}
+	if _, err := o.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, data) {
+		t.Fatalf("cached copy: %v", err)
+	}
+	if s := e.m.Summary(); s.Pending != 0 || len(s.Failed) != 0 {
+		t.Fatalf("summary %+v", s)
+	}
+}
+
+func TestAsyncResumesAfterRestart(t *testing.T) {
+	b := newBucket()
+	b.setFail(backend.ErrUnavailable)
+	dir := t.TempDir()
+	e := newEnv(t, Async, b, dir)
+	data := []byte("survives a restart")
+	if _, err := e.m.Commit(context.Background(), "k", e.stage(t, data), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond) // let an attempt fail
+	e.close()
+	if _, ok := b.get("k"); ok {
+		t.Fatal("object appeared while the backend failed")
+	}
+
+	b.setFail(nil)
+	e2 := newEnv(t, Async, b, dir)
+	if _, ok := e2.pending.Load("k"); !ok {
+		t.Fatal("Pending hook not called for the journaled upload")
+	}
+	if err := e2.m.WaitKey(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := b.get("k"); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("after restart: %q %v", got, ok)
+	}
+}
+
+func TestLastCommitWins(t *testing.T) {
+	b := newBucket()
+	b.gate = make(chan struct{})
+	e := newEnv(t, Async, b, "")
+	ctx := context.Background()
+	e.m.Commit(ctx, "k", e.stage(t, []byte("first")), "", 1)
+	e.m.Commit(ctx, "k", e.stage(t, []byte("second")), "", 2)
+	close(b.gate)
+	if err := e.m.WaitKey(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(20 * time.Millisecond)
+	if got, _ := b.get("k"); string(got) != "second" {
+		t.Fatalf("bucket has %q", got)
+	}
+	if ents, _ := os.ReadDir(e.store.StagingDir()); len(ents) != 0 {
+		t.Fatalf("%d staging files left", len(ents))
+	}
+}
+
+func TestConflictIsPermanentAndKeepsData(t *testing.T) {
+	b := newBucket()
+	b.objs["k"], b.vers["k"] = []byte("someone else's"), "theirs"
+	e := newEnv(t, Sync, b, "")
+	_, err := e.m.Commit(context.Background(), "k", e.stage(t, []byte("mine")), "mybase", 1)
+	if !errors.Is(err, backend.ErrPreconditionFailed) {
+		t.Fatalf("want ErrPreconditionFailed, got %v", err)
+	}
+	if got, _ := b.get("k"); string(got) != "someone else's" {
+		t.Fatal("conflicting write clobbered the other writer")
+	}
+	s := e.m.Summary()
+	if len(s.Failed) != 1 {
+		t.Fatalf("summary %+v", s)
+	}
+	if kept, err := os.ReadFile(s.Failed[0].Staging); err != nil || string(kept) != "mine" {
+		t.Fatalf("local copy not kept: %q %v", kept, err)
+	}
+	// Writing the file again (unconditionally) supersedes the failure.
+	if _, err := e.m.Commit(context.Background(), "k", e.stage(t, []byte("mine, again")), "", 2); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.get("k"); string(got) != "mine, again" {
+		t.Fatalf("bucket %q", got)
+	}
+}
+
+func TestCancelAndRekey(t *testing.T) {
+	b := newBucket()
+	b.gate = make(chan struct{})
+	e := newEnv(t, Async, b, "")
+	ctx := context.Background()
+	e.m.Commit(ctx, "gone", e.stage(t, []byte("deleted before upload")), "", 1)
+	e.m.Commit(ctx, "tmp", e.stage(t, []byte("renamed")), "", 1)
+	b.objs["old"], b.vers["old"] = []byte("x"), "v"
+	e.m.Cancel("gone")
+	if !e.m.Rekey("tmp", "final", "old") {
+		t.Fatal("Rekey found nothing pending")
+	}
+	close(b.gate)
+	if err := e.m.WaitKey(ctx, "final"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.WaitAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	for key, want := range map[string]string{"gone": "", "tmp": "", "final": "renamed", "old": ""} {
+		got, ok := b.get(key)
+		if string(got) != want || ok != (want != "") {
+			t.Errorf("%s: %q %v, want %q", key, got, ok, want)
+		}
+	}
+}
+
+func TestStagingCountsAgainstCacheSize(t *testing.T) {
+	dir := t.TempDir()
+	e := &env{store: openStore(t, dir, 1<<20), bucket: newBucket()}
+	m, err := New(e.store, e.bucket, DefaultOptions(), Hooks{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
+	t.Cleanup(e.close)
+	st, _ := m.NewStaging()
+	if _, err := st.WriteAt(make([]byte, 512<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.WriteAt(make([]byte, 1<<20), 512<<10); !errors.Is(err, cache.ErrNoSpace) {
+		t.Fatalf("want ErrNoSpace, got %v", err)
+	}
+	if st.Size() != 512<<10 {
+		t.Fatalf("size %d after a refused write", st.Size())
+	}
+	st.Discard()
+	if e.store.Used() != 0 {
+		t.Fatalf("used %d after discard", e.store.Used())
+	}
+}
