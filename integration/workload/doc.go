@@ -1,0 +1,28 @@
+// Package workload is the reusable part of Strata's benchmark and demo: it
+// owns everything that does not depend on which filesystem is measured.
+//
+//   - Datasets (dataset.go, tree.go): deterministic trees generated from a
+//     seed: ImageFolder-like small files in class directories,
+//     WebDataset-like tar shards, one big random-access file, and a
+//     listing tree of many tiny objects. The same seed gives the same bytes
+//     on every machine; a manifest records size and sha256 of every file.
+//   - Servers (servers.go, toxiproxy.go): MinIO, fake-gcs-server and
+//     toxiproxy started as child processes from the repository's ./bin, for
+//     standalone programs (tests use internal/testserver).
+//   - Upload (upload.go): a parallel uploader to S3 (AWS SDK v2) and to the
+//     GCS JSON API.
+//   - Mounts (mount.go, mounters.go): strata, rclone and s3fs mounts run as
+//     child processes, with readiness and clean unmount.
+//   - Readers (worker.go, readers.go, ops.go): the measured reads run in
+//     separate OS processes, like DataLoader workers: the calling binary is
+//     re-executed with a hidden worker argument (MaybeRunWorker must be the
+//     first thing main and TestMain do). Per-operation latency is recorded
+//     and summarised (stats.go) as p50/p99, files/s, MB/s and ops/s.
+//   - The plain ranged-GET client (getclient.go), the reference for what the
+//     server can deliver, and machine facts (machine.go, pagecache.go).
+//
+// MB means 10^6 bytes throughout (as fio reports); MiB means 2^20.
+//
+// Locking: the only shared state is in Proc (a mutex guarding the child
+// process handle, never held while waiting on the process).
+package workload

@@ -1,0 +1,11 @@
+package workload
+
+import (
+	"os"
+	"testing"
+)
+
+func TestMain(m *testing.M) {
+	MaybeRunWorker()
+	os.Exit(m.Run())
+}

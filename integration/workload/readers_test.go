@@ -1,0 +1,99 @@
+package workload
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The readers run in child processes (this test binary re-executed).
+func TestReadersInProcesses(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m, err := Generate(ctx, dir, tinyDataset(3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := m.Under("img")
+	s, err := ReadFiles(ctx, ReadOpts{Root: filepath.Join(dir, "img"), StripPrefix: "img", Entries: img,
+		Procs: 3, Shuffle: 9, Verify: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Ops != int64(len(img)) || s.Bytes != TotalSize(img) || s.Verified != s.Ops || s.Procs != 3 {
+		t.Errorf("summary %+v for %d files of %d bytes", s, len(img), TotalSize(img))
+	}
+	if s.P50 <= 0 || s.P99 < s.P50 || s.Elapsed <= 0 {
+		t.Errorf("latencies: %+v", s)
+	}
+
+	big := m.Under("big")[0]
+	p, err := RandomReads(ctx, PreadOpts{Path: filepath.Join(dir, big.Path), Procs: 2, Count: 50, Size: 4096, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Ops != 100 || p.Bytes != 100*4096 {
+		t.Errorf("pread summary %+v", p)
+	}
+
+	w, err := Walk(ctx, filepath.Join(dir, "list"), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// 50 keys + 2 dirs + 6 subdirs
+	if w.Ops != 58 {
+		t.Errorf("walk saw %d entries, want 58", w.Ops)
+	}
+}
+
+func TestReadersReportErrors(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	m, err := Generate(ctx, dir, Dataset{Seed: 1, ImageFolder: &ImageFolderSpec{Prefix: "img", Files: 4, Dirs: 1, Size: 100}}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries := m.Under("img")
+	// A wrong checksum is a failure, not a measurement.
+	entries[2].SHA256 = strings.Repeat("0", 64)
+	_, err = ReadFiles(ctx, ReadOpts{Root: dir, Entries: entries, Procs: 2, Verify: true})
+	if err == nil || !strings.Contains(err.Error(), "sha256") {
+		t.Errorf("bad checksum: err = %v", err)
+	}
+	if err := os.Remove(filepath.Join(dir, entries[0].Path)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ReadFiles(ctx, ReadOpts{Root: dir, Entries: entries, Procs: 2}); err == nil {
+		t.Error("missing file: no error")
+	}
+	if _, err := RandomReads(ctx, PreadOpts{Path: filepath.Join(dir, "nope"), Procs: 1, Count: 1, Size: 1}); err == nil {
+		t.Error("missing pread file: no error")
+	}
+	// A cancelled context stops the workers.
+	cctx, cancel := context.WithTimeout(ctx, time.Nanosecond)
+	defer cancel()
+	<-cctx.Done()
+	if _, err := Walk(cctx, dir, 0); err == nil {
+		t.Error("cancelled walk: no error")
+	}
+}
+
+func TestReadTimeCap(t *testing.T) {
+	dir := t.TempDir()
+	m, err := Generate(context.Background(), dir, tinyDataset(5), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	big := m.Under("big")[0]
+	s, err := RandomReads(context.Background(), PreadOpts{Path: filepath.Join(dir, big.Path), Procs: 1,
+		Count: 1 << 30, Size: 512, Seed: 2, MaxDuration: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !s.Truncated || s.Ops == 0 {
+		t.Errorf("capped run: %+v", s)
+	}
+}

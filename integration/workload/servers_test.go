@@ -1,0 +1,136 @@
+package workload
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+// needTool skips (or, under STRATA_E2E=1, fails) when a binary is missing.
+func needTool(t *testing.T, name string) {
+	t.Helper()
+	if _, err := Tool(name); err != nil {
+		if os.Getenv("STRATA_E2E") == "1" {
+			t.Fatalf("%v (run `make tools bench-tools`)", err)
+		}
+		t.Skipf("%v; run `make tools bench-tools` to run this test", err)
+	}
+}
+
+// TestServersEndToEnd uploads a tiny dataset to a real MinIO, reads it back
+// through toxiproxy with the GET client and through every available FUSE
+// client, and checks bytes and injected latency.
+func TestServersEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MinIO and toxiproxy")
+	}
+	needTool(t, "minio")
+	needTool(t, "toxiproxy-server")
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	m, err := Generate(ctx, filepath.Join(dir, "src"), tinyDataset(11), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := StartMinIO(ctx, filepath.Join(dir, "minio"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Stop()
+	tp, err := StartToxiproxy(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tp.Stop()
+	cfg := S3Config{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
+	client := NewS3Client(cfg)
+	if err := EnsureBucket(ctx, client, "bench"); err != nil {
+		t.Fatal(err)
+	}
+	if err := EnsureBucket(ctx, client, "bench"); err != nil {
+		t.Fatalf("second EnsureBucket: %v", err)
+	}
+	if err := Upload(ctx, S3Put(client, "bench"), filepath.Join(dir, "src"), m.Files, 8, nil); err != nil {
+		t.Fatal(err)
+	}
+	slow, err := tp.Proxy(ctx, "slow", srv.Addr, 50*time.Millisecond)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Endpoint = "http://" + slow
+	g := &GetClient{S3: NewS3Client(cfg), Bucket: "bench"}
+	img := m.Under("img")
+	s, err := g.GetObjects(ctx, img, 4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Ops != int64(len(img)) || s.Bytes != TotalSize(img) {
+		t.Errorf("GET client: %+v", s)
+	}
+	if s.P50 < 50*time.Millisecond {
+		t.Errorf("p50 %v through a 50 ms proxy", s.P50)
+	}
+	l, err := g.List(ctx, "list/")
+	if err != nil || l.Ops != 50 {
+		t.Errorf("list: %d keys, %v", l.Ops, err)
+	}
+	r, err := g.RandomRanges(ctx, "big/big-00.bin", 100_000, 4096, 3, 2, 1, 0)
+	if err != nil || r.Ops != 6 {
+		t.Errorf("ranges: %+v %v", r, err)
+	}
+
+	for _, mt := range []Mounter{&Rclone{}, &S3fs{}, &Strata{}, &Strata{Background: true}} {
+		t.Run(mt.Name(), func(t *testing.T) {
+			if err := mt.Available(ctx); err != nil {
+				t.Skipf("%s not installed: %v", mt.Name(), err)
+			}
+			if os.Geteuid() != 0 {
+				if _, err := os.Stat("/dev/fuse"); err != nil {
+					t.Skip("no /dev/fuse")
+				}
+			}
+			base := filepath.Join(dir, mt.Name()+time.Now().Format("150405.000000"))
+			spec := MountSpec{Bucket: "bench", Prefix: "img", Endpoint: srv.Endpoint, Region: srv.Region,
+				AccessKey: srv.AccessKey, SecretKey: srv.SecretKey, CacheDir: filepath.Join(base, "cache"),
+				Mountpoint: filepath.Join(base, "mnt"), LogPath: filepath.Join(base, "log")}
+			mnt, err := mt.Mount(ctx, spec)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer mnt.Unmount(context.Background())
+			s, err := ReadFiles(ctx, ReadOpts{Root: mnt.Root, StripPrefix: "img", Entries: img, Procs: 2, Shuffle: 1, Verify: true})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if s.Verified != int64(len(img)) {
+				t.Errorf("verified %d of %d", s.Verified, len(img))
+			}
+			if err := mnt.Unmount(ctx); err != nil {
+				t.Fatal(err)
+			}
+			if IsMounted(spec.Mountpoint) {
+				t.Error("still mounted")
+			}
+		})
+	}
+}
+
+func TestDropPageCache(t *testing.T) {
+	err := DropPageCache()
+	if err != nil && !errors.Is(err, ErrNoDrop) {
+		t.Fatalf("unexpected error type: %v", err)
+	}
+	t.Logf("drop: %v", err)
+}
+
+func TestDescribeMachine(t *testing.T) {
+	m := DescribeMachine(t.TempDir())
+	if m.Cores < 1 || m.Kernel == "" {
+		t.Errorf("machine: %+v", m)
+	}
+	t.Log(m)
+}
