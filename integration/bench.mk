@@ -1,0 +1,51 @@
+# Benchmark and demo targets (integration/bench, integration/demo).
+# Included by the top-level Makefile, which defines GO, BIN, build and tools.
+#
+#   make demo                       the README's demo: MinIO, mount, two epochs
+#   make bench                      full benchmark (markdown table + PNG chart)
+#   make bench-quick                the same at a small scale (a few minutes)
+#   make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata'
+#
+# bench-tools installs what only the benchmark needs: toxiproxy (from the Go
+# module proxy, pinned) and the peers rclone and s3fs (Debian packages).
+
+TOXIPROXY_VERSION ?= v2.5.0
+BENCH_OUT         ?= $(CURDIR)/bench-results
+BENCH_FLAGS       ?=
+DEMO_FLAGS        ?=
+
+.PHONY: bench bench-quick bench-tools bench-peers bench-bin demo demo-bin
+
+# toxiproxy v2.5.0 keeps its server under cmd/server; install it under the
+# name its documentation uses.
+$(BIN)/toxiproxy-server:
+	rm -rf $(BIN)/.toxiproxy
+	GOBIN=$(BIN)/.toxiproxy $(GO) install github.com/Shopify/toxiproxy/v2/cmd/server@$(TOXIPROXY_VERSION)
+	mv $(BIN)/.toxiproxy/server $@
+	rm -rf $(BIN)/.toxiproxy
+
+bench-peers:
+	@missing=""; for p in rclone s3fs; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		if [ "$$(id -u)" = 0 ]; then \
+			DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing || \
+			{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; }; \
+		else echo "missing:$$missing (sudo apt-get install$$missing); their rows will be skipped"; fi; \
+	fi
+
+bench-tools: $(BIN)/toxiproxy-server bench-peers
+
+bench-bin:
+	$(GO) build -o $(BIN)/strata-bench ./integration/bench
+
+demo-bin:
+	$(GO) build -o $(BIN)/strata-demo ./integration/demo
+
+bench: build tools bench-tools bench-bin
+	$(BIN)/strata-bench -out $(BENCH_OUT) $(BENCH_FLAGS)
+
+bench-quick: build tools bench-tools bench-bin
+	$(BIN)/strata-bench -scale quick -out $(BENCH_OUT)-quick $(BENCH_FLAGS)
+
+demo: build tools demo-bin
+	$(BIN)/strata-demo $(DEMO_FLAGS)

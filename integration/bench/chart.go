@@ -1,0 +1,179 @@
+package main
+
+import (
+	"fmt"
+	"image/color"
+	"math"
+	"os"
+	"strings"
+
+	"gonum.org/v1/plot"
+	"gonum.org/v1/plot/plotter"
+	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+)
+
+// chartFloor is the bottom of the log axis: bars start there.
+const chartFloor = 0.001
+
+// systemColors gives each system a fixed color.
+var systemColors = map[string]color.Color{
+	"strata": color.RGBA{R: 0x1f, G: 0x77, B: 0xb4, A: 0xff},
+	"rclone": color.RGBA{R: 0xff, G: 0x7f, B: 0x0e, A: 0xff},
+	"s3fs":   color.RGBA{R: 0x2c, G: 0xa0, B: 0x2c, A: 0xff},
+	"get":    color.RGBA{R: 0x7f, G: 0x7f, B: 0x7f, A: 0xff},
+}
+
+var fallbackColors = []color.Color{
+	color.RGBA{R: 0x94, G: 0x67, B: 0xbd, A: 0xff},
+	color.RGBA{R: 0x8c, G: 0x56, B: 0x4b, A: 0xff},
+	color.RGBA{R: 0xe3, G: 0x77, B: 0xc2, A: 0xff},
+}
+
+// chartGroup is one cluster of bars: a workload phase.
+type chartGroup struct {
+	label string
+	wl    string
+	phase string
+}
+
+// writeChart draws one panel per latency: for every workload phase, each
+// system's rate relative to local disk (log scale; 1 = local disk).
+func writeChart(path string, res *Results, cfg Config) error {
+	var groups []chartGroup
+	seen := map[string]bool{}
+	for _, s := range sections(res, cfg) {
+		for _, r := range s.Rows {
+			k := r.Workload + "\x00" + r.Phase
+			if !seen[k] {
+				seen[k] = true
+				groups = append(groups, chartGroup{label: shortPhase(r.Workload, r.Phase), wl: r.Workload, phase: r.Phase})
+			}
+		}
+	}
+	var systems []string
+	for _, s := range allSystems(cfg) {
+		if s.Role != RoleLocal && contains(cfg.Systems, s.Name) {
+			systems = append(systems, s.Name)
+		}
+	}
+	if len(groups) == 0 || len(systems) == 0 {
+		return fmt.Errorf("bench: nothing to chart")
+	}
+	var plots []*plot.Plot
+	for _, l := range cfg.Latencies {
+		lat := Latency{Delay: l}.Name()
+		p, err := latencyPlot(res, groups, systems, lat)
+		if err != nil {
+			return err
+		}
+		plots = append(plots, p)
+	}
+	width := vg.Length(math.Max(10, 0.9*float64(len(groups)))) * vg.Inch
+	height := vg.Length(4.5*float64(len(plots))) * vg.Inch
+	img := vgimg.New(width, height)
+	dc := draw.New(img)
+	tiles := draw.Tiles{Rows: len(plots), Cols: 1, PadY: vg.Inch / 4, PadTop: vg.Inch / 8, PadBottom: vg.Inch / 8}
+	for i, p := range plots {
+		p.Draw(tiles.At(dc, 0, i))
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("bench: chart: %w", err)
+	}
+	if _, err := (vgimg.PngCanvas{Canvas: img}).WriteTo(f); err != nil {
+		f.Close()
+		return fmt.Errorf("bench: chart: %w", err)
+	}
+	return f.Close()
+}
+
+// latencyPlot builds one panel.
+func latencyPlot(res *Results, groups []chartGroup, systems []string, lat string) (*plot.Plot, error) {
+	p := plot.New()
+	p.Title.Text = fmt.Sprintf("Throughput relative to local disk at %s injected latency (log scale, higher is better)", lat)
+	p.Y.Label.Text = "× local disk"
+	p.Y.Scale = plot.LogScale{}
+	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
+	p.Y.Min = chartFloor
+	labels := make([]string, len(groups))
+	for i, g := range groups {
+		labels[i] = g.label
+	}
+	p.NominalX(labels...)
+	p.X.Tick.Label.Font.Size = vg.Points(9)
+	p.Legend.Top = true
+	p.Legend.Left = true
+
+	barWidth := vg.Length(0.8/float64(len(systems))) * 0.9 * vg.Inch
+	base := make(plotter.Values, len(groups))
+	for i := range base {
+		base[i] = chartFloor
+	}
+	baseChart, err := plotter.NewBarChart(base, barWidth)
+	if err != nil {
+		return nil, err
+	}
+	maxY := 1.0
+	for si, sys := range systems {
+		vals := make(plotter.Values, len(groups))
+		for gi, g := range groups {
+			r, ok := res.find(func(x Row) bool {
+				return x.System == sys && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
+			})
+			local, okL := res.find(func(x Row) bool { return x.Role == RoleLocal && x.Workload == g.wl && x.Phase == g.phase })
+			if ok && okL {
+				v := math.Max(r.Rate/local.Rate, chartFloor)
+				vals[gi] = v - chartFloor
+				maxY = math.Max(maxY, v)
+			}
+		}
+		bc, err := plotter.NewBarChart(vals, barWidth)
+		if err != nil {
+			return nil, err
+		}
+		bc.StackOn(baseChart) // bars rise from the floor, not from 0 (log axis)
+		bc.LineStyle.Width = 0
+		bc.Color = colorOf(sys, si)
+		bc.Offset = vg.Length(float64(si)-float64(len(systems)-1)/2) * barWidth
+		p.Add(bc)
+		p.Legend.Add(sys, bc)
+	}
+	one := plotter.NewFunction(func(float64) float64 { return 1 })
+	one.Dashes = []vg.Length{vg.Points(4), vg.Points(2)}
+	one.Color = color.Black
+	p.Add(one)
+	p.Legend.Add("local disk", one)
+	// One decade of headroom keeps the legend clear of the bars.
+	p.Y.Max = math.Pow(10, math.Ceil(math.Log10(maxY*1.5))+1)
+	p.Add(plotter.NewGrid())
+	return p, nil
+}
+
+func colorOf(sys string, i int) color.Color {
+	if c, ok := systemColors[sys]; ok {
+		return c
+	}
+	return fallbackColors[i%len(fallbackColors)]
+}
+
+// shortPhase is a compact x-axis label.
+func shortPhase(wl, phase string) string {
+	short := map[string]string{"imagefolder": "img", "webdataset": "wds", "random": "rnd", "listing": "ls"}
+	p := strings.NewReplacer(" (epoch 1)", "", " (epoch 2)", "", "restarted mount", "restart",
+		"first listing", "first", "after remount", "remount", "KiB", "K").Replace(phase)
+	if s, ok := short[wl]; ok {
+		wl = s
+	}
+	return wl + " " + p
+}
+
+func contains(list []string, s string) bool {
+	for _, x := range list {
+		if x == s {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,197 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/stratafs/strata/integration/workload"
+)
+
+// Scale sizes every workload.
+type Scale struct {
+	Name        string
+	ImageFolder workload.ImageFolderSpec
+	ImageProcs  int
+	WebDataset  workload.WebDatasetSpec
+	ShardProcs  int
+	BigFile     workload.BigFileSpec
+	RandProcs   int
+	// RandColdOps and RandWarmOps are preads per process (cold reads are
+	// slow at 20 ms: fewer of them).
+	RandColdOps, RandWarmOps int
+	Listing                  workload.ListingSpec
+	// PhaseCap stops any single phase (rates are then over what was done).
+	PhaseCap time.Duration
+}
+
+const (
+	mib = int64(1) << 20
+	kib = int64(1) << 10
+)
+
+// scales are the predefined sizes: full is issue #3's benchmark.
+var scales = map[string]Scale{
+	"full": {
+		Name:        "full",
+		ImageFolder: workload.ImageFolderSpec{Prefix: "imagefolder", Files: 4000, Dirs: 40, Size: 128 * kib},
+		ImageProcs:  8,
+		WebDataset:  workload.WebDatasetSpec{Prefix: "webdataset", Shards: 4, ShardSize: 256 * mib, SampleSize: 128 * kib},
+		ShardProcs:  4,
+		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 1024 * mib},
+		RandProcs:   4, RandColdOps: 500, RandWarmOps: 5000,
+		Listing:  workload.ListingSpec{Prefix: "listing", Keys: 100_000, Dirs: 10, SubDirs: 10, Size: 64},
+		PhaseCap: 3 * time.Minute,
+	},
+	"quick": {
+		Name:        "quick",
+		ImageFolder: workload.ImageFolderSpec{Prefix: "imagefolder", Files: 800, Dirs: 8, Size: 128 * kib},
+		ImageProcs:  8,
+		WebDataset:  workload.WebDatasetSpec{Prefix: "webdataset", Shards: 4, ShardSize: 32 * mib, SampleSize: 128 * kib},
+		ShardProcs:  4,
+		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 128 * mib},
+		RandProcs:   4, RandColdOps: 100, RandWarmOps: 1000,
+		Listing:  workload.ListingSpec{Prefix: "listing", Keys: 5000, Dirs: 5, SubDirs: 5, Size: 64},
+		PhaseCap: time.Minute,
+	},
+	"tiny": {
+		Name:        "tiny",
+		ImageFolder: workload.ImageFolderSpec{Prefix: "imagefolder", Files: 48, Dirs: 4, Size: 16 * kib},
+		ImageProcs:  4,
+		WebDataset:  workload.WebDatasetSpec{Prefix: "webdataset", Shards: 2, ShardSize: 2 * mib, SampleSize: 64 * kib},
+		ShardProcs:  2,
+		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 4 * mib},
+		RandProcs:   2, RandColdOps: 20, RandWarmOps: 50,
+		Listing:  workload.ListingSpec{Prefix: "listing", Keys: 120, Dirs: 2, SubDirs: 3, Size: 16},
+		PhaseCap: 30 * time.Second,
+	},
+}
+
+// Config is everything a run needs, from flags and environment.
+type Config struct {
+	Scale     Scale
+	Workloads []string
+	Systems   []string
+	Latencies []time.Duration
+	WorkDir   string
+	OutDir    string
+	// StrataFlags are added to every strata mount.
+	StrataFlags []string
+	Seed        uint64
+	Bucket      string
+	// Timeout bounds one workload on one system (all its phases).
+	Timeout time.Duration
+	Verify  bool
+	Chart   bool
+}
+
+// parseFlags reads the command line; environment variables give the
+// defaults (STRATA_BENCH_SCALE, _WORKLOADS, _SYSTEMS, _LATENCIES, _DIR).
+func parseFlags(args []string) (Config, error) {
+	fs := flag.NewFlagSet("strata-bench", flag.ContinueOnError)
+	scale := fs.String("scale", envOr("STRATA_BENCH_SCALE", "full"), "data size: full (issue #3), quick or tiny")
+	wls := fs.String("workloads", envOr("STRATA_BENCH_WORKLOADS", strings.Join(workloadNames(), ",")), "comma-separated subset of "+strings.Join(workloadNames(), ","))
+	sys := fs.String("systems", envOr("STRATA_BENCH_SYSTEMS", strings.Join(systemNames(), ",")), "comma-separated subset of "+strings.Join(systemNames(), ","))
+	lats := fs.String("latencies", envOr("STRATA_BENCH_LATENCIES", "0ms,20ms"), "injected latencies per request (toxiproxy)")
+	work := fs.String("workdir", envOr("STRATA_BENCH_DIR", filepath.Join(os.TempDir(), "strata-bench")), "data, MinIO drive, caches and logs (data is reused across runs)")
+	out := fs.String("out", "bench-results", "directory for results.md, results.json and chart.png")
+	strataFlags := fs.String("strata-flags", "--metadata-ttl=indefinite", "flags added to every strata mount (space-separated)")
+	seed := fs.Uint64("seed", 1, "dataset and shuffle seed")
+	timeout := fs.Duration("timeout", 0, "limit per workload per system (default: 20m full, 5m otherwise)")
+	verify := fs.Bool("verify", false, "check the sha256 of every file read in the ImageFolder and WebDataset phases (costs CPU)")
+	chart := fs.Bool("chart", true, "write chart.png")
+	if err := fs.Parse(args); err != nil {
+		return Config{}, err
+	}
+	c := Config{WorkDir: *work, OutDir: *out, Seed: *seed, Bucket: "strata-bench", Verify: *verify, Chart: *chart,
+		StrataFlags: strings.Fields(*strataFlags)}
+	var ok bool
+	if c.Scale, ok = scales[*scale]; !ok {
+		return c, fmt.Errorf("unknown scale %q (full, quick, tiny)", *scale)
+	}
+	var err error
+	if c.Workloads, err = subset(*wls, workloadNames()); err != nil {
+		return c, fmt.Errorf("-workloads: %w", err)
+	}
+	if c.Systems, err = subset(*sys, systemNames()); err != nil {
+		return c, fmt.Errorf("-systems: %w", err)
+	}
+	if c.Latencies, err = parseLatencies(*lats); err != nil {
+		return c, fmt.Errorf("-latencies: %w", err)
+	}
+	c.Timeout = *timeout
+	if c.Timeout == 0 {
+		c.Timeout = 5 * time.Minute
+		if c.Scale.Name == "full" {
+			c.Timeout = 20 * time.Minute
+		}
+	}
+	return c, nil
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}
+
+// subset splits a comma list and checks every name is known; the result
+// keeps the order of known.
+func subset(list string, known []string) ([]string, error) {
+	want := map[string]bool{}
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			want[n] = true
+		}
+	}
+	var out []string
+	for _, k := range known {
+		if want[k] {
+			out = append(out, k)
+			delete(want, k)
+		}
+	}
+	for n := range want {
+		return nil, fmt.Errorf("unknown name %q (known: %s)", n, strings.Join(known, ","))
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("empty selection")
+	}
+	return out, nil
+}
+
+// parseLatencies reads "0ms,20ms" (a bare number means milliseconds).
+func parseLatencies(s string) ([]time.Duration, error) {
+	var out []time.Duration
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		if n, err := strconv.Atoi(f); err == nil {
+			out = append(out, time.Duration(n)*time.Millisecond)
+			continue
+		}
+		d, err := time.ParseDuration(f)
+		if err != nil || d < 0 {
+			return nil, fmt.Errorf("bad latency %q", f)
+		}
+		out = append(out, d)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("no latency given")
+	}
+	return out, nil
+}
+
+// dataset is the whole benchmark tree for a scale.
+func (c Config) dataset() workload.Dataset {
+	s := c.Scale
+	return workload.Dataset{Seed: c.Seed, ImageFolder: &s.ImageFolder, WebDataset: &s.WebDataset,
+		BigFiles: &s.BigFile, Listing: &s.Listing}
+}

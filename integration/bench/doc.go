@@ -1,0 +1,23 @@
+// Command strata-bench is Strata's benchmark (`make bench`): it measures
+// Strata side by side with the local disk, rclone, s3fs and a plain
+// parallel ranged-GET client, on the same data, in one run, and reports
+// ratios.
+//
+// It owns the orchestration: scales and flags (config.go), the servers and
+// the uploaded dataset (env.go), the systems under test (systems.go), the
+// workloads and their phases (workloads.go, imagefolder.go, sequential.go,
+// random.go, listing.go), the results table with ratios and the issue #3
+// targets (rows.go, table.go, targets.go) and the PNG chart (chart.go).
+// The reusable parts (datasets, reader processes, mounts, servers) live in
+// integration/workload.
+//
+// Adding a row: a new workload implements Workload (see workloads.go) and
+// is listed in allWorkloads; a new system (a second node on a shared cache
+// tier, say) is a System with a Setup function, listed in allSystems. Rows
+// of systems with the subject role get ratios against local disk, the best
+// peer and the GET client of the same workload, phase and latency.
+//
+// Every timed read runs in separate reader processes (this binary
+// re-executed), with the page cache dropped before each phase. Nothing is
+// asserted: figures are printed.
+package main

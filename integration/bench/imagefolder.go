@@ -1,0 +1,75 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+
+	"github.com/stratafs/strata/integration/workload"
+)
+
+// imageFolder is issue #3 workload 1: small files read whole in shuffled
+// order by several processes, two epochs, then an epoch on a restarted
+// mount (same cache dir).
+type imageFolder struct{}
+
+func (imageFolder) Name() string { return "imagefolder" }
+func (imageFolder) Unit() string { return "files/s" }
+
+func (imageFolder) Title(c Config) string {
+	s := c.Scale
+	return fmt.Sprintf("ImageFolder: %d files of %s in %d dirs, %d processes, shuffled, 128 KiB reads",
+		s.ImageFolder.Files, workload.FormatSize(s.ImageFolder.Size), s.ImageFolder.Dirs, s.ImageProcs)
+}
+
+func (imageFolder) AddData(d *workload.Dataset, s Scale) { d.ImageFolder = &s.ImageFolder }
+func (imageFolder) Prefix(s Scale) string                { return s.ImageFolder.Prefix }
+
+// Phase names shared with the targets.
+const (
+	phaseCold    = "cold (epoch 1)"
+	phaseWarm    = "warm (epoch 2)"
+	phaseRestart = "restarted mount"
+)
+
+func (w imageFolder) RunFS(ctx context.Context, p *Phases, fs FS) error {
+	e := p.Env()
+	s := e.Cfg.Scale
+	entries := e.Manifest.Under(w.Prefix(s))
+	epoch := func(n uint64) func(context.Context) (workload.Summary, error) {
+		return func(ctx context.Context) (workload.Summary, error) {
+			return workload.ReadFiles(ctx, workload.ReadOpts{Root: fs.Root(), StripPrefix: w.Prefix(s),
+				Entries: entries, Procs: s.ImageProcs, BufSize: 128 << 10, Shuffle: e.Cfg.Seed*100 + n,
+				Verify: e.Cfg.Verify, MaxDuration: p.Cap()})
+		}
+	}
+	if err := p.Measure(ctx, phaseCold, fs, perSecond, epoch(1)); err != nil {
+		return err
+	}
+	if err := p.Measure(ctx, phaseWarm, fs, perSecond, epoch(2)); err != nil {
+		return err
+	}
+	if err := fs.Restart(ctx); err != nil {
+		return fmt.Errorf("restart: %w", err)
+	}
+	return p.Measure(ctx, phaseRestart, fs, perSecond, epoch(3))
+}
+
+func (w imageFolder) RunClient(ctx context.Context, p *Phases, g *workload.GetClient) error {
+	e := p.Env()
+	entries := e.Manifest.Under(w.Prefix(e.Cfg.Scale))
+	return p.Measure(ctx, phaseCold, nil, perSecond, func(ctx context.Context) (workload.Summary, error) {
+		return g.GetObjects(ctx, entries, e.Cfg.Scale.ImageProcs)
+	})
+}
+
+// bigFilePath is where the random-access file appears under a root.
+func bigFilePath(root string, e *Env) (string, workload.FileEntry, error) {
+	prefix := e.Cfg.Scale.BigFile.Prefix
+	entries := e.Manifest.Under(prefix)
+	if len(entries) == 0 {
+		return "", workload.FileEntry{}, fmt.Errorf("no file under %s", prefix)
+	}
+	rel := entries[0].Path[len(prefix)+1:]
+	return filepath.Join(root, filepath.FromSlash(rel)), entries[0], nil
+}

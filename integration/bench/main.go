@@ -1,0 +1,171 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/stratafs/strata/integration/workload"
+)
+
+func main() {
+	workload.MaybeRunWorker()
+	cfg, err := parseFlags(os.Args[1:])
+	if errors.Is(err, flag.ErrHelp) {
+		return
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "strata-bench:", err)
+		os.Exit(2)
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	if _, err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
+		fmt.Fprintln(os.Stderr, "strata-bench:", err)
+		os.Exit(1)
+	}
+}
+
+// Run is what one benchmark run produced.
+type Run struct {
+	Cfg      Config
+	Env      *Env
+	Results  *Results
+	Started  time.Time
+	Elapsed  time.Duration
+	Skipped  map[string]string // system -> why it did not run
+	Versions map[string]string
+	Commands map[string]string // system -> a mount command it used
+	Args     []string
+}
+
+// run sets up, measures every selected workload on every available
+// system, and writes the report to out and to cfg.OutDir. Progress goes to
+// progress. On cancellation it still reports what was measured.
+func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error) {
+	r := &Run{Cfg: cfg, Results: &Results{}, Started: time.Now(), Skipped: map[string]string{},
+		Versions: map[string]string{}, Commands: map[string]string{}, Args: os.Args[1:]}
+	logf := func(format string, args ...any) {
+		fmt.Fprintf(progress, "[%6s] %s\n", time.Since(r.Started).Round(time.Second), fmt.Sprintf(format, args...))
+	}
+	var wls []Workload
+	for _, w := range allWorkloads() {
+		if contains(cfg.Workloads, w.Name()) {
+			wls = append(wls, w)
+		}
+	}
+	logf("strata-bench: scale %s, workloads %v, systems %v, latencies %v", cfg.Scale.Name, cfg.Workloads, cfg.Systems, cfg.Latencies)
+	env, err := setup(ctx, cfg, wls, logf)
+	if err != nil {
+		return r, err
+	}
+	defer env.Close()
+	r.Env = env
+
+	var systems []System
+	for _, s := range allSystems(cfg) {
+		if !contains(cfg.Systems, s.Name) {
+			continue
+		}
+		if s.Available != nil {
+			if err := s.Available(ctx); err != nil {
+				r.Skipped[s.Name] = err.Error()
+				logf("system %s skipped: %v", s.Name, err)
+				continue
+			}
+		}
+		if s.Version != nil {
+			r.Versions[s.Name] = s.Version(ctx)
+		}
+		systems = append(systems, s)
+	}
+
+	runErr := r.measureAll(ctx, env, systems, wls, logf)
+	r.Elapsed = time.Since(r.Started)
+	if err := r.writeReport(out); err != nil {
+		return r, errors.Join(runErr, err)
+	}
+	return r, runErr
+}
+
+// measureAll runs latency-free systems once, then every other system at
+// every latency.
+func (r *Run) measureAll(ctx context.Context, env *Env, systems []System, wls []Workload, logf func(string, ...any)) error {
+	for _, s := range systems {
+		if !s.LatencyFree {
+			continue
+		}
+		for _, w := range wls {
+			if err := r.measure(ctx, env, w, s, Latency{}, "-", logf); err != nil {
+				return err
+			}
+		}
+	}
+	for _, lat := range env.Lats {
+		for _, s := range systems {
+			if s.LatencyFree {
+				continue
+			}
+			for _, w := range wls {
+				if err := r.measure(ctx, env, w, s, lat, lat.Name(), logf); err != nil {
+					return err
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// measure runs one workload on one system at one latency. A failure is
+// recorded as a row and the run goes on; only cancellation stops it.
+func (r *Run) measure(ctx context.Context, env *Env, w Workload, s System, lat Latency, latName string, logf func(string, ...any)) error {
+	logf("%s on %s at %s", w.Name(), s.Name, latName)
+	p := &Phases{env: env, wl: w, sys: s, lat: latName, logf: logf}
+	wctx, cancel := context.WithTimeout(ctx, env.Cfg.Timeout)
+	defer cancel()
+	var err error
+	if s.Client {
+		g := &workload.GetClient{S3: workload.NewS3Client(env.s3(lat.Endpoint)), Bucket: env.Cfg.Bucket}
+		err = w.RunClient(wctx, p, g)
+	} else {
+		tag := fmt.Sprintf("%s-%s-%s", latName, s.Name, w.Name())
+		if latName == "-" {
+			tag = s.Name + "-" + w.Name()
+		}
+		var fs FS
+		fs, err = s.Open(wctx, env, w.Prefix(env.Cfg.Scale), lat, tag)
+		if err == nil {
+			if c := fs.Command(); c != "" {
+				r.Commands[s.Name] = c
+			}
+			err = w.RunFS(wctx, p, fs)
+			cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			if cerr := fs.Close(cctx); cerr != nil {
+				logf("  cleanup %s: %v", s.Name, cerr)
+			}
+			ccancel()
+		} else {
+			err = fmt.Errorf("mount: %w", err)
+		}
+	}
+	failedRow := false
+	for _, row := range p.rows {
+		failedRow = failedRow || row.Err != ""
+	}
+	r.Results.Add(p.rows...)
+	if err != nil && !failedRow {
+		r.Results.Add(Row{Workload: w.Name(), Phase: "(setup)", Latency: latName, System: s.Name, Role: s.Role,
+			Unit: w.Unit(), Err: err.Error()})
+		logf("  %s %s: %v", s.Name, w.Name(), err)
+	}
+	if ctx.Err() != nil {
+		return fmt.Errorf("bench: interrupted: %w", ctx.Err())
+	}
+	return nil
+}

@@ -1,0 +1,144 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratafs/strata/integration/workload"
+)
+
+func TestChart(t *testing.T) {
+	dir := t.TempDir()
+	cfg := Config{Scale: scales["tiny"], Latencies: []time.Duration{0, 20 * time.Millisecond}, Systems: systemNames()}
+	p := filepath.Join(dir, "chart.png")
+	if err := writeChart(p, sample(), cfg); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	img, err := png.Decode(f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 500 {
+		t.Errorf("chart is %v", b)
+	}
+}
+
+// needTools skips (or fails under STRATA_E2E=1) without the servers.
+func needTools(t *testing.T, names ...string) {
+	t.Helper()
+	for _, n := range names {
+		if _, err := workload.Tool(n); err != nil {
+			if os.Getenv("STRATA_E2E") == "1" {
+				t.Fatalf("%v (run `make tools bench-tools`)", err)
+			}
+			t.Skipf("%v; run `make tools bench-tools` to run this test", err)
+		}
+	}
+}
+
+// smoke runs the benchmark at the tiny scale and returns its report.
+func smoke(t *testing.T, systems, latencies string) (*Run, string) {
+	t.Helper()
+	needTools(t, "minio", "toxiproxy-server")
+	dir := t.TempDir()
+	cfg, err := parseFlags([]string{"-scale", "tiny", "-systems", systems, "-latencies", latencies,
+		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	var out, progress strings.Builder
+	r, err := run(ctx, cfg, &out, &progress)
+	t.Log(progress.String())
+	if err != nil {
+		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for _, f := range []string{"results.md", "results.json", "chart.png"} {
+		if _, err := os.Stat(filepath.Join(cfg.OutDir, f)); err != nil {
+			t.Errorf("%s not written: %v", f, err)
+		}
+	}
+	b, err := os.ReadFile(filepath.Join(cfg.OutDir, "results.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var js struct {
+		Rows []Row `json:"rows"`
+	}
+	if err := json.Unmarshal(b, &js); err != nil || len(js.Rows) != len(r.Results.Rows) {
+		t.Errorf("results.json: %d rows, %v", len(js.Rows), err)
+	}
+	return r, out.String()
+}
+
+// TestSmokeBaselines runs every workload against the local directory and
+// the GET client on a real MinIO behind toxiproxy (no FUSE, no strata).
+func TestSmokeBaselines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MinIO and toxiproxy")
+	}
+	r, out := smoke(t, "local,get", "0ms,20ms")
+	want := map[string]int{"local": 0, "get": 0}
+	for _, row := range r.Results.Rows {
+		if row.Err != "" {
+			t.Errorf("%s/%s/%s/%s failed: %s", row.Workload, row.Phase, row.Latency, row.System, row.Err)
+			continue
+		}
+		want[row.System]++
+		if row.Rate <= 0 || row.Summary.Ops == 0 {
+			t.Errorf("empty row %+v", row)
+		}
+	}
+	// local: 3 + 2 + 4 + 2 phases; get: 1 + 1 + 2 + 1 per latency.
+	if want["local"] != 11 || want["get"] != 10 {
+		t.Errorf("rows per system: %v\n%s", want, out)
+	}
+	for _, s := range []string{"### ImageFolder", "### WebDataset", "### Random access", "### Listing", "machine:"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("report lacks %q", s)
+		}
+	}
+}
+
+// TestSmokeStrata runs every workload on strata at the tiny scale. It is
+// skipped only when the strata binary is missing or has no mount command.
+func TestSmokeStrata(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MinIO and toxiproxy and mounts")
+	}
+	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
+		t.Skipf("strata mount unavailable, strata rows not smoke-tested: %v", err)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	r, out := smoke(t, "local,strata", "0ms")
+	n := 0
+	for _, row := range r.Results.Rows {
+		if row.System != "strata" {
+			continue
+		}
+		n++
+		if row.Err != "" {
+			t.Errorf("%s/%s/%s failed: %s", row.Workload, row.Phase, row.Latency, row.Err)
+		}
+	}
+	if n != 11 {
+		t.Errorf("%d strata rows, want 11 (one per phase)\n%s", n, out)
+	}
+	if !strings.Contains(out, "### Issue #3 targets") {
+		t.Error("no targets table")
+	}
+}

@@ -1,0 +1,201 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/stratafs/strata/integration/workload"
+)
+
+// Role says how a system's rows are compared.
+type Role int
+
+const (
+	// RoleLocal is the physical limit: the data on local disk.
+	RoleLocal Role = iota
+	// RoleSubject rows get ratios (Strata, and later rows such as a
+	// second node).
+	RoleSubject
+	// RolePeer is another FUSE client; the best peer is the bar.
+	RolePeer
+	// RoleReference is the plain GET client: what the server delivers.
+	RoleReference
+)
+
+// System is one thing measured.
+type System struct {
+	Name string
+	Role Role
+	// LatencyFree systems do not touch the network and run once.
+	LatencyFree bool
+	// Client systems are not filesystems: workloads run their
+	// RunClient instead (nil Open).
+	Client bool
+	// Available returns nil when the system can run here.
+	Available func(ctx context.Context) error
+	// Version describes the system's version for the report.
+	Version func(ctx context.Context) string
+	// Open presents a workload's part (its prefix) as a directory, at a
+	// latency, with an empty cache.
+	Open func(ctx context.Context, e *Env, prefix string, lat Latency, tag string) (FS, error)
+}
+
+// FS is one workload's view of a system: a directory to read, and (for
+// mounts) restarts.
+type FS interface {
+	Root() string
+	// Restart unmounts and mounts again on the same cache dir.
+	Restart(ctx context.Context) error
+	// Fresh unmounts, empties the cache and mounts again.
+	Fresh(ctx context.Context) error
+	// Stats returns strata's cache counters as of at least t (nil when the
+	// system has none).
+	Stats(ctx context.Context, t time.Time) (*workload.CacheStats, error)
+	// Command is how it was mounted, for the report.
+	Command() string
+	Close(ctx context.Context) error
+}
+
+// allSystems lists every system in report order.
+func allSystems(cfg Config) []System {
+	strata := &workload.Strata{Flags: cfg.StrataFlags}
+	return []System{
+		{Name: "local", Role: RoleLocal, LatencyFree: true,
+			Version: func(context.Context) string { return "the dataset's source directory" },
+			Open: func(_ context.Context, e *Env, prefix string, _ Latency, _ string) (FS, error) {
+				return localFS{root: filepath.Join(e.DataDir, prefix)}, nil
+			}},
+		mountSystem(strata, RoleSubject, strata.Available, strata.Version, true),
+		mountSystem(&workload.Rclone{}, RolePeer, nil, (&workload.Rclone{}).Version, false),
+		mountSystem(&workload.S3fs{}, RolePeer, nil, (&workload.S3fs{}).Version, false),
+		{Name: "get", Role: RoleReference, Client: true,
+			Version: func(context.Context) string {
+				return "aws-sdk-go-v2 ranged GETs, 8 MiB parts, 4 per object, bytes discarded"
+			}},
+	}
+}
+
+func systemNames() []string {
+	var out []string
+	for _, s := range allSystems(Config{}) {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func mountSystem(m workload.Mounter, role Role, avail func(context.Context) error, version func(context.Context) string, stats bool) System {
+	if avail == nil {
+		avail = m.Available
+	}
+	return System{Name: m.Name(), Role: role, Available: avail, Version: version,
+		Open: func(ctx context.Context, e *Env, prefix string, lat Latency, tag string) (FS, error) {
+			base := filepath.Join(e.Cfg.WorkDir, "run", tag)
+			if err := os.RemoveAll(base); err != nil {
+				return nil, fmt.Errorf("bench: %w", err)
+			}
+			spec := workload.MountSpec{Bucket: e.Cfg.Bucket, Prefix: prefix, Endpoint: lat.Endpoint,
+				Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey,
+				CacheDir: filepath.Join(base, "cache"), Mountpoint: filepath.Join(base, "mnt"),
+				LogPath: filepath.Join(e.Cfg.WorkDir, "logs", tag+".log")}
+			f := &mountFS{m: m, spec: spec, base: base, stats: stats}
+			if err := f.mount(ctx); err != nil {
+				return nil, err
+			}
+			return f, nil
+		}}
+}
+
+// localFS is a directory on local disk.
+type localFS struct{ root string }
+
+func (l localFS) Root() string                                                   { return l.root }
+func (l localFS) Restart(context.Context) error                                  { return nil }
+func (l localFS) Fresh(context.Context) error                                    { return nil }
+func (l localFS) Command() string                                                { return "" }
+func (l localFS) Close(context.Context) error                                    { return nil }
+func (l localFS) Stats(context.Context, time.Time) (*workload.CacheStats, error) { return nil, nil }
+
+// mountFS is a FUSE mount of the workload's prefix.
+type mountFS struct {
+	m     workload.Mounter
+	spec  workload.MountSpec
+	base  string
+	mnt   *workload.Mount
+	stats bool
+}
+
+func (f *mountFS) mount(ctx context.Context) error {
+	if err := os.MkdirAll(filepath.Dir(f.spec.LogPath), 0o755); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	mnt, err := f.m.Mount(ctx, f.spec)
+	if err != nil {
+		return err
+	}
+	f.mnt = mnt
+	return nil
+}
+
+func (f *mountFS) Root() string { return f.spec.Mountpoint }
+
+func (f *mountFS) Command() string {
+	if f.mnt == nil {
+		return ""
+	}
+	// Credentials never reach the report.
+	return strings.ReplaceAll(f.mnt.Command, f.spec.SecretKey, "***")
+}
+
+func (f *mountFS) unmount(ctx context.Context) error {
+	if f.mnt == nil {
+		return nil
+	}
+	err := f.mnt.Unmount(ctx)
+	f.mnt = nil
+	return err
+}
+
+func (f *mountFS) Restart(ctx context.Context) error {
+	if err := f.unmount(ctx); err != nil {
+		return err
+	}
+	return f.mount(ctx)
+}
+
+func (f *mountFS) Fresh(ctx context.Context) error {
+	if err := f.unmount(ctx); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(f.spec.CacheDir); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	return f.mount(ctx)
+}
+
+func (f *mountFS) Stats(ctx context.Context, t time.Time) (*workload.CacheStats, error) {
+	if !f.stats {
+		return nil, nil
+	}
+	bin, err := workload.Tool("strata")
+	if err != nil {
+		return nil, err
+	}
+	cs, err := workload.StrataStatsAfter(ctx, bin, f.spec.CacheDir, t)
+	if err != nil {
+		return nil, err
+	}
+	return &cs, nil
+}
+
+// Close unmounts and removes the cache and mount point.
+func (f *mountFS) Close(ctx context.Context) error {
+	err := f.unmount(ctx)
+	if err == nil {
+		err = os.RemoveAll(f.base)
+	}
+	return err
+}

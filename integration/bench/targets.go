@@ -1,0 +1,96 @@
+package main
+
+import (
+	"fmt"
+	"io"
+)
+
+// Target is one bar of issue #3, checked against a run's rows (printed,
+// never asserted).
+type Target struct {
+	Desc     string
+	Workload string
+	Phase    string
+	// Latency restricts the target to one latency ("" checks each).
+	Latency string
+	// Against finds the row to compare with and names it.
+	Against func(res *Results, r Row) (Row, bool)
+	Bar     float64
+}
+
+// subjectName is the system the targets are about.
+const subjectName = "strata"
+
+func targets() []Target {
+	local := func(res *Results, r Row) (Row, bool) { return res.Local(r) }
+	peer := func(res *Results, r Row) (Row, bool) { return res.BestPeer(r) }
+	ref := func(res *Results, r Row) (Row, bool) { return res.Reference(r) }
+	system := func(name, phase string) func(*Results, Row) (Row, bool) {
+		return func(res *Results, r Row) (Row, bool) { return res.System(r, name, phase) }
+	}
+	return []Target{
+		{"warm ImageFolder epoch ≥ 0.8× local disk files/s", "imagefolder", phaseWarm, "", local, 0.8},
+		{"warm ImageFolder epoch ≥ 8× rclone's warm epoch", "imagefolder", phaseWarm, "", system("rclone", phaseWarm), 8},
+		{"warm sequential ≥ 0.9× local disk", "webdataset", "warm", "", local, 0.9},
+		{"cold sequential ≥ 0.9× the parallel GET client", "webdataset", "cold", "", ref, 0.9},
+		{"cold sequential ≥ 2× the best peer at 20 ms", "webdataset", "cold", "20ms", peer, 2},
+		{"cold ImageFolder epoch ≥ 3× the best peer at 20 ms", "imagefolder", phaseCold, "20ms", peer, 3},
+		{"restarted mount's first epoch ≈ a warm epoch (≥ 0.9×)", "imagefolder", phaseRestart, "", system(subjectName, phaseWarm), 0.9},
+	}
+}
+
+// TargetResult is one target evaluated at one latency.
+type TargetResult struct {
+	Target  Target
+	Latency string
+	Ratio   float64
+	Against string
+	Met     bool
+	Missing bool
+}
+
+// evaluate checks every target against the subject's rows.
+func evaluate(res *Results, lats []string) []TargetResult {
+	var out []TargetResult
+	for _, t := range targets() {
+		for _, lat := range lats {
+			if t.Latency != "" && t.Latency != lat {
+				continue
+			}
+			tr := TargetResult{Target: t, Latency: lat, Missing: true}
+			r, ok := res.find(func(x Row) bool {
+				return x.System == subjectName && x.Workload == t.Workload && x.Phase == t.Phase && x.Latency == lat
+			})
+			if ok {
+				if base, okB := t.Against(res, r); okB {
+					tr.Ratio = ratio(r, base, true)
+					tr.Against = fmt.Sprintf("%s %s %s", base.System, formatRate(base.Rate), base.Unit)
+					tr.Met = tr.Ratio >= t.Bar
+					tr.Missing = false
+				}
+			}
+			out = append(out, tr)
+		}
+	}
+	return out
+}
+
+// writeTargets prints the targets table.
+func writeTargets(w io.Writer, trs []TargetResult) {
+	fmt.Fprintln(w, "### Issue #3 targets (measured, not asserted)")
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "| target | latency | measured | against | status |")
+	fmt.Fprintln(w, "|---|---|--:|---|---|")
+	for _, tr := range trs {
+		status, measured := "n/a (no data)", ""
+		if !tr.Missing {
+			measured = formatRatio(tr.Ratio)
+			status = "not met"
+			if tr.Met {
+				status = "met"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s | %s | %s |\n", tr.Target.Desc, tr.Latency, measured, tr.Against, status)
+	}
+	fmt.Fprintln(w)
+}
