@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/stratafs/strata/cache/index"
 )
@@ -103,10 +104,23 @@ func (s *Store) Acquire(k ObjectKey) (*Object, error) {
 	}
 }
 
+// MaxBlocks bounds the blocks of one cached object, whose presence bitmaps
+// and CRCs live in memory (about 4.4 bytes per block): 1<<27 blocks is
+// 128 TiB at 1 MiB blocks, far past the 5 TiB S3 and GCS allow. A bigger
+// object (a sparse file in a file:// source) is refused, not allocated.
+const MaxBlocks = 1 << 27
+
+// ErrTooLarge: the object is too large to cache (or has a negative size).
+// It wraps EFBIG, which the reader sees.
+var ErrTooLarge = fmt.Errorf("cache: object too large to cache: %w", syscall.EFBIG)
+
 // load reads the entry's record and block presence from the index, or
 // creates the record.
 func (st *objectState) load(k ObjectKey) error {
 	s := st.s
+	if k.Size < 0 || (index.ObjectRecord{Size: k.Size, BlockSize: s.opts.BlockSize}).NumBlocks() > MaxBlocks {
+		return fmt.Errorf("cache: open %s (%d bytes): %w", k.Key, k.Size, ErrTooLarge)
+	}
 	rec, ok, err := s.ix.GetObject(st.id)
 	if err != nil {
 		return err

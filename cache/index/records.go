@@ -49,15 +49,20 @@ func (r ObjectRecord) NumBlocks() int64 {
 	if r.BlockSize <= 0 || r.Size <= 0 {
 		return 0
 	}
-	return (r.Size + r.BlockSize - 1) / r.BlockSize
+	n := r.Size / r.BlockSize // no Size+BlockSize-1: it overflows near MaxInt64
+	if r.Size%r.BlockSize != 0 {
+		n++
+	}
+	return n
 }
 
-// BlockLen is the length of block i (the last one may be short).
+// BlockLen is the length of block i (the last one may be short), 0 for
+// a block outside the object.
 func (r ObjectRecord) BlockLen(i int64) int64 {
-	off := i * r.BlockSize
-	if off >= r.Size {
+	if i < 0 || i >= r.NumBlocks() {
 		return 0
 	}
+	off := i * r.BlockSize // cannot overflow: i*BlockSize < Size
 	return min(r.BlockSize, r.Size-off)
 }
 
