@@ -1,0 +1,207 @@
+package metrics
+
+import (
+	"context"
+	"errors"
+	"io"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/stratafs/strata/backend"
+)
+
+// backendMetrics count and time requests to the origin.
+type backendMetrics struct {
+	requests   *prometheus.CounterVec
+	latency    *prometheus.HistogramVec
+	bytes      *prometheus.CounterVec
+	bodyErrors *prometheus.CounterVec
+}
+
+// backendBuckets: 1 ms to about 16 s, doubling.
+var backendBuckets = prometheus.ExponentialBuckets(1e-3, 2, 15)
+
+func newBackendMetrics() *backendMetrics {
+	return &backendMetrics{
+		requests: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_backend_requests_total",
+			Help: "Requests to the origin (after the backend's own retries), by operation and status.",
+		}, []string{"op", "status"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "strata_backend_request_duration_seconds",
+			Help:    "Time until the origin answered (for reads: until the body starts), by operation and status.",
+			Buckets: backendBuckets,
+		}, []string{"op", "status"}),
+		bytes: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_backend_bytes_total",
+			Help: "Bytes moved to or from the origin: direction=received for read bodies, sent for uploads.",
+		}, []string{"op", "direction"}),
+		bodyErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "strata_backend_body_errors_total",
+			Help: "Read bodies that failed part-way (connection reset, truncation, timeout).",
+		}, []string{"op"}),
+	}
+}
+
+// Status names an outcome by the backend's sentinel errors.
+func Status(err error) string {
+	switch {
+	case err == nil:
+		return "ok"
+	case errors.Is(err, backend.ErrNotExist):
+		return "not_found"
+	case errors.Is(err, backend.ErrVersionChanged):
+		return "version_changed"
+	case errors.Is(err, backend.ErrNoBucket):
+		return "no_bucket"
+	case errors.Is(err, backend.ErrAccessDenied):
+		return "access_denied"
+	case errors.Is(err, backend.ErrUnavailable):
+		return "unavailable"
+	case errors.Is(err, backend.ErrPreconditionFailed):
+		return "precondition_failed"
+	case errors.Is(err, backend.ErrNotSupported):
+		return "not_supported"
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "timeout"
+	}
+	return "error"
+}
+
+func (b *backendMetrics) done(op string, start time.Time, err error) {
+	st := Status(err)
+	b.requests.WithLabelValues(op, st).Inc()
+	b.latency.WithLabelValues(op, st).Observe(time.Since(start).Seconds())
+}
+
+// instrumented wraps a backend. It implements every optional interface of
+// package backend, passing each to the wrapped backend, or answering
+// ErrNotSupported (Check: nil, Close: nil) where the wrapped one lacks it.
+type instrumented struct {
+	inner backend.Backend
+	m     *backendMetrics
+}
+
+var (
+	_ backend.Backend = (*instrumented)(nil)
+	_ backend.Checker = (*instrumented)(nil)
+	_ backend.Closer  = (*instrumented)(nil)
+	_ backend.Writer  = (*instrumented)(nil)
+	_ backend.Deleter = (*instrumented)(nil)
+	_ backend.Copier  = (*instrumented)(nil)
+)
+
+// WrapBackend returns be with every request counted and timed. String()
+// is be's, so the cache identity of the source does not change.
+func (m *Metrics) WrapBackend(be backend.Backend) backend.Backend {
+	return &instrumented{inner: be, m: m.backend}
+}
+
+// Unwrap returns the wrapped backend.
+func (b *instrumented) Unwrap() backend.Backend { return b.inner }
+
+func (b *instrumented) String() string { return b.inner.String() }
+
+func (b *instrumented) Stat(ctx context.Context, key string) (backend.ObjectInfo, error) {
+	start := time.Now()
+	oi, err := b.inner.Stat(ctx, key)
+	b.m.done("stat", start, err)
+	return oi, err
+}
+
+func (b *instrumented) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
+	start := time.Now()
+	p, err := b.inner.List(ctx, prefix, opt)
+	b.m.done("list", start, err)
+	return p, err
+}
+
+func (b *instrumented) ReadRange(ctx context.Context, key, version string, off, n int64) (io.ReadCloser, error) {
+	start := time.Now()
+	rc, err := b.inner.ReadRange(ctx, key, version, off, n)
+	b.m.done("read", start, err)
+	if err != nil {
+		return nil, err
+	}
+	return &countingBody{rc: rc, bytes: b.m.bytes.WithLabelValues("read", "received"), errs: b.m.bodyErrors.WithLabelValues("read")}, nil
+}
+
+// countingBody counts a read body's bytes as they arrive, and its failure
+// (anything but EOF) once.
+type countingBody struct {
+	rc     io.ReadCloser
+	bytes  prometheus.Counter
+	errs   prometheus.Counter
+	failed bool
+}
+
+func (c *countingBody) Read(p []byte) (int, error) {
+	n, err := c.rc.Read(p)
+	if n > 0 {
+		c.bytes.Add(float64(n))
+	}
+	if err != nil && err != io.EOF && !c.failed {
+		c.failed = true
+		c.errs.Inc()
+	}
+	return n, err
+}
+
+func (c *countingBody) Close() error { return c.rc.Close() }
+
+func (b *instrumented) Check(ctx context.Context) error {
+	c, ok := b.inner.(backend.Checker)
+	if !ok {
+		return nil
+	}
+	start := time.Now()
+	err := c.Check(ctx)
+	b.m.done("check", start, err)
+	return err
+}
+
+func (b *instrumented) Close() error {
+	if c, ok := b.inner.(backend.Closer); ok {
+		return c.Close()
+	}
+	return nil
+}
+
+func (b *instrumented) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
+	w, ok := b.inner.(backend.Writer)
+	if !ok {
+		return backend.ObjectInfo{}, backend.ErrNotSupported
+	}
+	start := time.Now()
+	oi, err := w.Put(ctx, key, r, size, opt)
+	b.m.done("put", start, err)
+	if err == nil {
+		b.m.bytes.WithLabelValues("put", "sent").Add(float64(size))
+	}
+	return oi, err
+}
+
+func (b *instrumented) Delete(ctx context.Context, key string) error {
+	d, ok := b.inner.(backend.Deleter)
+	if !ok {
+		return backend.ErrNotSupported
+	}
+	start := time.Now()
+	err := d.Delete(ctx, key)
+	b.m.done("delete", start, err)
+	return err
+}
+
+func (b *instrumented) Copy(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
+	c, ok := b.inner.(backend.Copier)
+	if !ok {
+		return backend.ObjectInfo{}, backend.ErrNotSupported
+	}
+	start := time.Now()
+	oi, err := c.Copy(ctx, src, srcVersion, dst)
+	b.m.done("copy", start, err)
+	return oi, err
+}
