@@ -20,6 +20,7 @@ func main() {
 		SilenceErrors: true,
 	}
 	root.AddCommand(mountCmd(), versionCmd(), cacheCmd())
+	root.AddCommand(csiCmd(), sidecarCmd())
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata: "+err.Error())
 		os.Exit(1)

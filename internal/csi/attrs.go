@@ -1,0 +1,208 @@
+package csi
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Volume attribute keys (PV spec.csi.volumeAttributes, or an inline
+// volume's csi.volumeAttributes).
+const (
+	AttrSource        = "source"        // s3://bucket[/prefix], gs://bucket[/prefix], file:///path (required)
+	AttrMode          = "mode"          // sidecar (default) or node
+	AttrCacheDir      = "cacheDir"      // sidecar mode only: cache directory inside the sidecar container
+	AttrCacheSize     = "cacheSize"     // largest the cache may grow, e.g. 100GiB
+	AttrMetadataTTL   = "metadataTTL"   // a duration, 0, or indefinite
+	AttrReadOnly      = "readOnly"      // "true" (default) or "false" (checkpoint writes)
+	AttrMemoryLimit   = "memoryLimit"   // in-flight buffer budget; sidecar default comes from the cgroup
+	AttrEndpointURL   = "endpointURL"   // custom S3/GCS endpoint
+	AttrRegion        = "region"        // S3 region
+	AttrMountOptions  = "mountOptions"  // extra strata mount flags: "force-path-style,max-fetches=128"
+	AttrHandoffVolume = "handoffVolume" // sidecar mode: the pod's emptyDir shared with the sidecar
+	AttrReadAheadKB   = "readAheadKB"   // kernel readahead of the mount, KiB
+
+	// Set by kubelet when the CSIDriver has podInfoOnMount: true.
+	podInfoPrefix = "csi.storage.k8s.io/"
+)
+
+// Modes.
+const (
+	ModeSidecar = "sidecar"
+	ModeNode    = "node"
+)
+
+// DefaultHandoffVolume is the emptyDir the examples share between the
+// plugin and the sidecar.
+const DefaultHandoffVolume = "strata-handoff"
+
+var errBadAttr = errors.New("invalid volume attribute")
+
+// Spec is a volume as the plugin mounts it.
+type Spec struct {
+	Source        string
+	Endpoint      string // endpointURL, part of the node-mode cache key
+	Mode          string
+	CacheDir      string
+	ReadOnly      bool
+	HandoffVolume string
+	ReadAheadKB   int
+	// Args are the `strata mount` flags that follow from the attributes
+	// (never a cache dir, log file or other host path in node mode).
+	Args []string
+	// PodNamespace and PodName are for logs only.
+	PodNamespace, PodName string
+}
+
+// deniedFlags may not come from mountOptions: the plugin sets them, or
+// they name files on the machine that runs the mount.
+var deniedFlags = map[string]bool{
+	"cache-dir": true, "log-file": true, "foreground": true, "f": true, "key-file": true,
+	"profile": true, "allow-other": true, "help": true, "h": true, "config": true,
+}
+
+// ParseSpec turns attributes into a Spec. Unknown keys are errors, so a
+// typo in a PV fails NodePublishVolume instead of being ignored.
+func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
+	bad := func(f string, a ...any) (Spec, error) {
+		return Spec{}, fmt.Errorf("%w: "+f, append([]any{errBadAttr}, a...)...)
+	}
+	s := Spec{Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024}
+	for k, v := range attrs {
+		switch k {
+		case AttrSource:
+			s.Source = v
+		case AttrMode:
+			if v != ModeSidecar && v != ModeNode {
+				return bad("%s=%q: want %s or %s", k, v, ModeSidecar, ModeNode)
+			}
+			s.Mode = v
+		case AttrCacheDir:
+			if !strings.HasPrefix(v, "/") {
+				return bad("%s=%q: want an absolute path inside the sidecar", k, v)
+			}
+			s.CacheDir = v
+		case AttrReadOnly:
+			b, err := strconv.ParseBool(v)
+			if err != nil {
+				return bad("%s=%q: want true or false", k, v)
+			}
+			s.ReadOnly = b
+		case AttrHandoffVolume:
+			if v == "" || strings.ContainsAny(v, "/\x00") || v == "." || v == ".." {
+				return bad("%s=%q: want a volume name", k, v)
+			}
+			s.HandoffVolume = v
+		case AttrReadAheadKB:
+			n, err := strconv.Atoi(v)
+			if err != nil || n < 0 {
+				return bad("%s=%q: want a number of KiB", k, v)
+			}
+			s.ReadAheadKB = n
+		case AttrEndpointURL:
+			if v == "" {
+				return bad("%s is empty", k)
+			}
+			s.Endpoint = v
+		case AttrCacheSize, AttrMetadataTTL, AttrMemoryLimit, AttrRegion:
+			if v == "" {
+				return bad("%s is empty", k)
+			}
+		case AttrMountOptions:
+		default:
+			if strings.HasPrefix(k, podInfoPrefix) {
+				continue
+			}
+			return bad("unknown key %q (known: %s)", k, strings.Join(knownAttrs(), ", "))
+		}
+	}
+	if s.Source == "" {
+		return bad("%s is required (s3://bucket[/prefix], gs://bucket[/prefix] or file:///path)", AttrSource)
+	}
+	if !strings.Contains(s.Source, "://") {
+		return bad("%s=%q: want s3://, gs:// or file://", AttrSource, s.Source)
+	}
+	if s.CacheDir != "" && s.Mode == ModeNode {
+		return bad("%s is for sidecar mode; node mode caches under the plugin's --cache-root", AttrCacheDir)
+	}
+	if readOnlyRequest {
+		s.ReadOnly = true
+	}
+	flagFor := map[string]string{AttrCacheSize: "cache-size", AttrMetadataTTL: "metadata-ttl",
+		AttrMemoryLimit: "memory-limit", AttrEndpointURL: "endpoint-url", AttrRegion: "region"}
+	for _, k := range sortedKeys(flagFor) {
+		if v, ok := attrs[k]; ok {
+			s.Args = append(s.Args, "--"+flagFor[k]+"="+v)
+		}
+	}
+	s.Args = append(s.Args, "--read-only="+strconv.FormatBool(s.ReadOnly))
+	extra, err := parseMountOptions(attrs[AttrMountOptions])
+	if err != nil {
+		return Spec{}, err
+	}
+	s.Args = append(s.Args, extra...)
+	s.PodNamespace, s.PodName = attrs[podInfoPrefix+"pod.namespace"], attrs[podInfoPrefix+"pod.name"]
+	return s, nil
+}
+
+// parseMountOptions turns "a,b=1 c=2" into ["--a", "--b=1", "--c=2"].
+func parseMountOptions(s string) ([]string, error) {
+	var out []string
+	for _, o := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+		o = strings.TrimPrefix(o, "--")
+		name, _, _ := strings.Cut(o, "=")
+		if name == "" || strings.HasPrefix(name, "-") {
+			return nil, fmt.Errorf("%w: %s: %q is not a flag", errBadAttr, AttrMountOptions, o)
+		}
+		if deniedFlags[name] || strings.HasSuffix(name, "-file") || strings.HasSuffix(name, "-dir") {
+			return nil, fmt.Errorf("%w: %s: --%s is set by the driver, not by a volume", errBadAttr, AttrMountOptions, name)
+		}
+		out = append(out, "--"+o)
+	}
+	return out, nil
+}
+
+func knownAttrs() []string {
+	return []string{AttrSource, AttrMode, AttrCacheDir, AttrCacheSize, AttrMetadataTTL, AttrReadOnly,
+		AttrMemoryLimit, AttrEndpointURL, AttrRegion, AttrMountOptions, AttrHandoffVolume, AttrReadAheadKB}
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
+}
+
+// ShareKey identifies a node-mode mount: volumes with the same source,
+// arguments and credentials share one; anything else gets its own.
+func (s Spec) ShareKey(c Credentials) string {
+	env, files := c.Env, c.Files
+	h := sha256.New()
+	fmt.Fprintf(h, "%s\x00", s.Source)
+	for _, a := range s.Args {
+		fmt.Fprintf(h, "%s\x00", a)
+	}
+	h.Write([]byte{1})
+	for _, k := range sortedKeys(env) {
+		fmt.Fprintf(h, "%s=%s\x00", k, env[k])
+	}
+	for _, k := range sortedKeys(files) {
+		fmt.Fprintf(h, "%s=%x\x00", k, sha256.Sum256(files[k]))
+	}
+	return hex.EncodeToString(h.Sum(nil))[:20]
+}
+
+// CacheKey names a node-mode cache directory by what identifies the
+// objects (source and endpoint) only, so consecutive jobs on a dataset
+// find it warm whatever their other options or credentials.
+func (s Spec) CacheKey() string {
+	sum := sha256.Sum256([]byte(s.Source + "\x00" + s.Endpoint))
+	return hex.EncodeToString(sum[:])[:20]
+}

@@ -1,0 +1,169 @@
+package csi
+
+import (
+	"errors"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+func TestParseSpec(t *testing.T) {
+	src := map[string]string{AttrSource: "s3://bucket/train"}
+	with := func(kv ...string) map[string]string {
+		m := map[string]string{}
+		for k, v := range src {
+			m[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			m[kv[i]] = kv[i+1]
+		}
+		return m
+	}
+	tests := []struct {
+		name     string
+		attrs    map[string]string
+		readOnly bool
+		want     Spec
+		wantErr  string
+	}{
+		{name: "defaults", attrs: src, want: Spec{Source: "s3://bucket/train", Mode: ModeSidecar, ReadOnly: true,
+			HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"}}},
+		{name: "everything", attrs: with(AttrMode, "node", AttrCacheSize, "100GiB", AttrMetadataTTL, "indefinite",
+			AttrReadOnly, "false", AttrMemoryLimit, "512MiB", AttrEndpointURL, "http://minio:9000", AttrRegion, "eu-west-1",
+			AttrMountOptions, "force-path-style, max-fetches=128", AttrReadAheadKB, "4096",
+			"csi.storage.k8s.io/pod.name", "p", "csi.storage.k8s.io/pod.namespace", "ns"),
+			want: Spec{Source: "s3://bucket/train", Endpoint: "http://minio:9000", Mode: ModeNode, ReadOnly: false,
+				HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 4096, PodNamespace: "ns", PodName: "p",
+				Args: []string{"--cache-size=100GiB", "--endpoint-url=http://minio:9000", "--memory-limit=512MiB",
+					"--metadata-ttl=indefinite", "--region=eu-west-1", "--read-only=false", "--force-path-style", "--max-fetches=128"}}},
+		{name: "request read-only wins", attrs: with(AttrReadOnly, "false"), readOnly: true, want: Spec{Source: "s3://bucket/train",
+			Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"}}},
+		{name: "no source", attrs: map[string]string{}, wantErr: "source is required"},
+		{name: "bad source", attrs: map[string]string{AttrSource: "bucket"}, wantErr: "want s3://"},
+		{name: "typo", attrs: with("metadataTtl", "1m"), wantErr: `unknown key "metadataTtl"`},
+		{name: "bad mode", attrs: with(AttrMode, "daemon"), wantErr: "want sidecar or node"},
+		{name: "bad bool", attrs: with(AttrReadOnly, "yes please"), wantErr: "want true or false"},
+		{name: "relative cache", attrs: with(AttrCacheDir, "cache"), wantErr: "absolute path"},
+		{name: "node cache dir", attrs: with(AttrMode, ModeNode, AttrCacheDir, "/c"), wantErr: "sidecar mode"},
+		{name: "denied flag", attrs: with(AttrMountOptions, "cache-dir=/etc"), wantErr: "set by the driver"},
+		{name: "denied path flag", attrs: with(AttrMountOptions, "--some-new-file=/etc/shadow"), wantErr: "set by the driver"},
+		{name: "not a flag", attrs: with(AttrMountOptions, "=x"), wantErr: "not a flag"},
+		{name: "handoff slash", attrs: with(AttrHandoffVolume, "../x"), wantErr: "want a volume name"},
+		{name: "empty endpoint", attrs: with(AttrEndpointURL, ""), wantErr: "is empty"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := ParseSpec(tc.attrs, tc.readOnly)
+			if tc.wantErr != "" {
+				if !errors.Is(err, errBadAttr) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestShareAndCacheKeys(t *testing.T) {
+	a, _ := ParseSpec(map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode}, false)
+	b, _ := ParseSpec(map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode, AttrMetadataTTL: "1h"}, false)
+	k1 := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "one"}}
+	k2 := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "two"}}
+	tests := []struct {
+		name string
+		x, y string
+		same bool
+	}{
+		{"same volume shares", a.ShareKey(k1), a.ShareKey(k1), true},
+		{"other options do not", a.ShareKey(k1), b.ShareKey(k1), false},
+		{"other credentials do not", a.ShareKey(k1), a.ShareKey(k2), false},
+		{"cache follows the data, not the options", a.CacheKey(), b.CacheKey(), true},
+	}
+	for _, tc := range tests {
+		if (tc.x == tc.y) != tc.same {
+			t.Errorf("%s: %s vs %s", tc.name, tc.x, tc.y)
+		}
+	}
+}
+
+func TestParseSecrets(t *testing.T) {
+	tests := []struct {
+		in      map[string]string
+		env     []string
+		wantErr string
+	}{
+		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s"},
+			env: []string{"AWS_ACCESS_KEY_ID=a", "AWS_SECRET_ACCESS_KEY=s"}},
+		{in: map[string]string{"key.json": "{}"}, env: []string{"GOOGLE_APPLICATION_CREDENTIALS=/d/key.json"}},
+		{in: map[string]string{"key.json": "{}", "GOOGLE_APPLICATION_CREDENTIALS": "/x"}, env: []string{"GOOGLE_APPLICATION_CREDENTIALS=/x"}},
+		{in: map[string]string{"LD_PRELOAD": "/evil.so"}, wantErr: `"LD_PRELOAD"`},
+		{in: map[string]string{"access key": "hunter2"}, wantErr: `"access key"`},
+	}
+	for _, tc := range tests {
+		c, err := ParseSecrets(tc.in)
+		if tc.wantErr != "" {
+			if !errors.Is(err, errBadSecret) || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "hunter2") {
+				t.Errorf("ParseSecrets(%v) err = %v", tc.in, err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := c.Environ("/d"); !reflect.DeepEqual(got, tc.env) {
+			t.Errorf("Environ = %v, want %v", got, tc.env)
+		}
+	}
+}
+
+func TestPodPaths(t *testing.T) {
+	tests := []struct {
+		target, dir, vol string
+	}{
+		{"/var/lib/kubelet/pods/0c8e/volumes/kubernetes.io~csi/data/mount",
+			"/var/lib/kubelet/pods/0c8e/volumes/kubernetes.io~empty-dir/strata-handoff/data", "data"},
+		{"/var/lib/kubelet/pods/0c8e/volumes/kubernetes.io~csi/data/other", "", ""},
+		{"/tmp/csi-mount/target", "", ""},
+	}
+	for _, tc := range tests {
+		dir, vol, err := podPaths(tc.target, DefaultHandoffVolume)
+		if tc.dir == "" {
+			if err == nil {
+				t.Errorf("podPaths(%s) accepted", tc.target)
+			}
+			continue
+		}
+		if err != nil || dir != tc.dir || vol != tc.vol {
+			t.Errorf("podPaths(%s) = %s, %s, %v", tc.target, dir, vol, err)
+		}
+	}
+}
+
+func TestParseEndpoint(t *testing.T) {
+	tests := map[string]string{"unix:///csi/csi.sock": "/csi/csi.sock", "unix:/a/b": "/a/b", "/x/y.sock": "/x/y.sock",
+		"tcp://1.2.3.4:5": "", "": ""}
+	for in, want := range tests {
+		got, err := ParseEndpoint(in)
+		if (err != nil) != (want == "") || got != want {
+			t.Errorf("ParseEndpoint(%q) = %q, %v", in, got, err)
+		}
+	}
+}
+
+func TestParseMountinfo(t *testing.T) {
+	const s = `36 35 98:0 /mnt1 /mnt/with\040space rw,noatime master:1 - ext3 /dev/root rw,errors=continue
+42 27 0:39 / /tmp/probe/mnt rw,nosuid,nodev,relatime - fuse.strata s3://b/ ro,user_id=0,group_id=0
+bad line`
+	got := parseMountinfo(s)
+	want := []mountInfo{{Dev: "98:0", Root: "/mnt1", Mountpoint: "/mnt/with space", FSType: "ext3", Source: "/dev/root"},
+		{Dev: "0:39", Root: "/", Mountpoint: "/tmp/probe/mnt", FSType: "fuse.strata", Source: "s3://b/"}}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("got %+v", got)
+	}
+}

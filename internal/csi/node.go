@@ -1,0 +1,127 @@
+package csi
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/container-storage-interface/spec/lib/go/csi"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// NodePublishVolume mounts the volume at the target path: a FUSE mount
+// handed to the pod's sidecar, or a bind of the node's shared mount.
+// Publishing a target that is already mounted succeeds at once.
+func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
+	target := req.GetTargetPath()
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "volume id is required")
+	case target == "":
+		return nil, status.Error(codes.InvalidArgument, "target path is required")
+	case !filepath.IsAbs(target):
+		return nil, status.Errorf(codes.InvalidArgument, "target path %q is not absolute", target)
+	case req.GetVolumeCapability() == nil:
+		return nil, status.Error(codes.InvalidArgument, "volume capability is required")
+	}
+	if err := checkCapability(req.GetVolumeCapability()); err != nil {
+		return nil, err
+	}
+	readOnly := req.GetReadonly() || readerOnly(req.GetVolumeCapability().GetAccessMode().GetMode())
+	spec, err := ParseSpec(req.GetVolumeContext(), readOnly)
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	creds, err := ParseSecrets(req.GetSecrets())
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	if d.opts.ValidateArgs != nil {
+		if err := d.opts.ValidateArgs(spec.Args); err != nil {
+			return nil, status.Errorf(codes.InvalidArgument, "volume attributes: %v", err)
+		}
+	}
+	target = filepath.Clean(target)
+	if !d.lockTarget(target) {
+		return nil, status.Errorf(codes.Aborted, "an operation on %s is already in progress", target)
+	}
+	defer d.unlockTarget(target)
+
+	if err := os.MkdirAll(target, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+		return nil, status.Errorf(codes.Internal, "create target %s: %v", target, err)
+	}
+	switch spec.Mode {
+	case ModeNode:
+		err = d.shares.publish(ctx, req.GetVolumeId(), target, spec, creds)
+	default:
+		err = d.publishSidecar(req.GetVolumeId(), target, spec, creds)
+	}
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	return &csi.NodePublishVolumeResponse{}, nil
+}
+
+// NodeUnpublishVolume unmounts the target and removes it. A target that
+// is gone or was never mounted is fine (the call is idempotent).
+func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
+	target := req.GetTargetPath()
+	switch {
+	case req.GetVolumeId() == "":
+		return nil, status.Error(codes.InvalidArgument, "volume id is required")
+	case target == "":
+		return nil, status.Error(codes.InvalidArgument, "target path is required")
+	case !filepath.IsAbs(target):
+		return nil, status.Errorf(codes.InvalidArgument, "target path %q is not absolute", target)
+	}
+	target = filepath.Clean(target)
+	if !d.lockTarget(target) {
+		return nil, status.Errorf(codes.Aborted, "an operation on %s is already in progress", target)
+	}
+	defer d.unlockTarget(target)
+
+	if handled, err := d.shares.unpublish(ctx, target); handled || err != nil {
+		if err != nil {
+			return nil, grpcError(err)
+		}
+		return &csi.NodeUnpublishVolumeResponse{}, nil
+	}
+	if err := d.unpublishSidecar(target); err != nil {
+		return nil, grpcError(err)
+	}
+	return &csi.NodeUnpublishVolumeResponse{}, nil
+}
+
+// checkCapability accepts filesystem volumes of any access mode; raw
+// block is not something a FUSE filesystem can be.
+func checkCapability(c *csi.VolumeCapability) error {
+	if c.GetBlock() != nil {
+		return status.Error(codes.InvalidArgument, "block volumes are not supported: Strata is a filesystem")
+	}
+	if c.GetMount() == nil {
+		return status.Error(codes.InvalidArgument, "volume capability needs access type mount")
+	}
+	if fs := c.GetMount().GetFsType(); fs != "" && fs != "fuse" && fs != "fuse.strata" && fs != "strata" {
+		return status.Errorf(codes.InvalidArgument, "fsType %q: Strata mounts fuse.strata", fs)
+	}
+	if c.GetAccessMode() == nil {
+		return status.Error(codes.InvalidArgument, "volume capability needs an access mode")
+	}
+	if c.GetAccessMode().GetMode() == csi.VolumeCapability_AccessMode_UNKNOWN {
+		return status.Error(codes.InvalidArgument, "access mode UNKNOWN")
+	}
+	return nil
+}
+
+func readerOnly(m csi.VolumeCapability_AccessMode_Mode) bool {
+	return m == csi.VolumeCapability_AccessMode_SINGLE_NODE_READER_ONLY ||
+		m == csi.VolumeCapability_AccessMode_MULTI_NODE_READER_ONLY
+}
+
+// errorf is an error carrying a gRPC code.
+func errorf(c codes.Code, format string, a ...any) error {
+	return status.Error(c, fmt.Sprintf(format, a...))
+}
