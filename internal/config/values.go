@@ -38,15 +38,23 @@ func (s Size) String() string {
 	if s == 0 {
 		return "0"
 	}
-	for _, u := range []struct {
+	units := []struct {
 		name string
 		n    Size
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
+	for _, u := range units {
 		if s >= u.n && s%u.n == 0 {
 			return strconv.FormatInt(int64(s/u.n), 10) + u.name
 		}
 	}
-	return strings.ReplaceAll(humanize.IBytes(uint64(s)), " ", "")
+	// Not whole: one decimal, always (humanize drops it from 10 units up,
+	// so 10200 bytes printed as an exact-looking "10KiB").
+	for _, u := range units {
+		if s >= u.n {
+			return strconv.FormatFloat(float64(s)/float64(u.n), 'f', 1, 64) + u.name
+		}
+	}
+	return strconv.FormatInt(int64(s), 10) + "B"
 }
 
 // Set and Type make Size a pflag.Value.
@@ -77,7 +85,10 @@ func ParseTTL(s string) (TTL, error) {
 	case "0":
 		return 0, nil
 	}
-	if n, err := strconv.Atoi(t); err == nil && n > 0 {
+	if n, err := strconv.ParseInt(t, 10, 64); err == nil && n > 0 {
+		if n > math.MaxInt64/int64(time.Second) { // would wrap (to "indefinite", or to 0.29s)
+			return 0, fmt.Errorf("metadata TTL %q: too long (use indefinite)", s)
+		}
 		return TTL(time.Duration(n) * time.Second), nil
 	}
 	d, err := time.ParseDuration(t)
