@@ -117,3 +117,72 @@ func sizeOrNeg(fi os.FileInfo) int64 {
 	}
 	return fi.Size()
 }
+
+// ErrIncomplete: Link needs every block of the source cached.
+var ErrIncomplete = errors.New("cache: object not fully cached")
+
+// Link makes the complete cached copy of from also the cached copy of to
+// (a server-side copy of it: same bytes, new key or version), by a hard
+// link and copied block records: nothing is read or fetched. Both count
+// against the cache size (conservatively: they share the disk blocks).
+func (s *Store) Link(from, to ObjectKey) error {
+	fid := index.IDFor(from.Source, from.Key, from.Version)
+	tid := index.IDFor(to.Source, to.Key, to.Version)
+	rec, ok, err := s.ix.GetObject(fid)
+	if err != nil {
+		return err
+	}
+	if !ok || rec.Size != to.Size {
+		return ErrIncomplete
+	}
+	var blocks []index.BlockInfo
+	if err := s.ix.Blocks(fid, func(i int64, bi index.BlockInfo) error {
+		if i != int64(len(blocks)) {
+			return ErrIncomplete
+		}
+		blocks = append(blocks, bi)
+		return nil
+	}); err != nil {
+		return err
+	}
+	if int64(len(blocks)) != rec.NumBlocks() {
+		return ErrIncomplete
+	}
+	if _, ok, _ := s.ix.GetObject(tid); ok && !s.deleteObject(tid) {
+		return fmt.Errorf("cache: link %s: version %s is open", to.Key, to.Version)
+	}
+	dst := s.pathOf(tid)
+	if err := os.MkdirAll(filepath.Dir(dst), 0o700); err != nil {
+		return fmt.Errorf("cache: link %s: %w", to.Key, err)
+	}
+	if err := os.Link(s.pathOf(fid), dst); err != nil {
+		return fmt.Errorf("cache: link %s: %w", to.Key, err)
+	}
+	nrec := rec
+	nrec.Source, nrec.Key, nrec.Version, nrec.MTime, nrec.LastAccess = to.Source, to.Key, to.Version, to.MTime, s.now().Unix()
+	if err := s.ix.PutObject(tid, nrec); err != nil {
+		os.Remove(dst)
+		return err
+	}
+	for i, bi := range blocks {
+		if err := s.ix.MarkBlock(tid, int64(i), bi); err != nil {
+			return err
+		}
+	}
+	s.used.Add(to.Size)
+	s.kickEvict()
+	tag := index.TagFor(to.Source)
+	if prev, had, err := s.ix.CurrentVersion(tag, to.Key); err == nil && had && prev != tid {
+		s.retire(prev)
+	}
+	return s.ix.SetCurrentVersion(tag, to.Key, tid)
+}
+
+// Forget drops the cached copy of k (its object was deleted); an open
+// copy goes when it is closed.
+func (s *Store) Forget(k ObjectKey) {
+	id := index.IDFor(k.Source, k.Key, k.Version)
+	if _, ok, _ := s.ix.GetObject(id); ok {
+		s.retire(id)
+	}
+}

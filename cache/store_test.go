@@ -360,3 +360,35 @@ func TestPlanEviction(t *testing.T) {
 		}
 	}
 }
+
+func TestLinkCarriesACompleteCopy(t *testing.T) {
+	s := openStore(t, t.TempDir(), testOpts())
+	defer s.Close()
+	data := randBytes(3*bs + 5)
+	from := ObjectKey{Source: "s", Key: "tmp", Version: "v1", Size: int64(len(data))}
+	o, _ := s.Acquire(from)
+	for i := int64(0); i < 2; i++ { // not complete yet
+		o.WriteBlock(i, data[i*bs:(i+1)*bs])
+	}
+	if err := s.Link(from, ObjectKey{Source: "s", Key: "final", Version: "v2", Size: from.Size}); !errors.Is(err, ErrIncomplete) {
+		t.Fatalf("linking a partial object: %v", err)
+	}
+	for i := int64(2); i < o.NumBlocks(); i++ {
+		o.WriteBlock(i, data[i*bs:i*bs+o.BlockLen(i)])
+	}
+	o.Release()
+	to := ObjectKey{Source: "s", Key: "final", Version: "v2", Size: from.Size}
+	if err := s.Link(from, to); err != nil {
+		t.Fatal(err)
+	}
+	s.Forget(from)
+	c, _ := s.Acquire(to)
+	defer c.Release()
+	got := make([]byte, len(data))
+	if !c.Complete() {
+		t.Fatal("linked copy incomplete")
+	}
+	if n, err := c.ReadAt(got, 0); n != len(data) || (err != nil && !errors.Is(err, io.EOF)) || !bytes.Equal(got, data) {
+		t.Fatalf("linked copy: %d %v", n, err)
+	}
+}

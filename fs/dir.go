@@ -17,7 +17,13 @@ import (
 type dirNode struct {
 	gofs.Inode
 	fsys *FS
-	key  string
+	key  keyRef
+}
+
+func newDirNode(f *FS, key string) *dirNode {
+	d := &dirNode{fsys: f}
+	d.key.set(key)
+	return d
 }
 
 var (
@@ -37,10 +43,10 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {
 	defer func(start time.Time) { d.fsys.observe("lookup", start, errno) }(time.Now())
 	d.fsys.stats.Lookups.Add(1)
-	e, err := d.fsys.meta.Lookup(ctx, d.key, name)
+	e, err := d.fsys.meta.Lookup(ctx, d.key.get(), name)
 	if err != nil {
 		if !errors.Is(err, backend.ErrNotExist) {
-			d.fsys.log.Warn("fs: lookup failed", "dir", d.key, "name", name, "err", err)
+			d.fsys.log.Warn("fs: lookup failed", "dir", d.key.get(), "name", name, "err", err)
 		}
 		return nil, toErrno(err)
 	}
@@ -53,25 +59,29 @@ func (d *dirNode) child(ctx context.Context, e meta.Entry, out *fuse.EntryOut) *
 	var node gofs.InodeEmbedder
 	var attr gofs.StableAttr
 	if e.Dir {
-		key := meta.Join(d.key, e.Name, true)
-		node = &dirNode{fsys: f, key: key}
+		key := meta.Join(d.key.get(), e.Name, true)
+		node = newDirNode(f, key)
 		attr = gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoOf('d', key, "")}
 		f.dirAttr(&out.Attr)
 	} else {
-		key := meta.Join(d.key, e.Name, false)
-		node = &fileNode{fsys: f, key: key, entry: e}
+		key := meta.Join(d.key.get(), e.Name, false)
+		node = newFileNode(f, key, e)
 		attr = gofs.StableAttr{Mode: syscall.S_IFREG, Ino: inoOf('f', key, e.Version)}
 		f.fileAttr(e, &out.Attr)
 	}
 	out.Ino = attr.Ino
 	out.SetEntryTimeout(f.timeout())
 	out.SetAttrTimeout(f.timeout())
-	return d.NewInode(ctx, node, attr)
+	ch := d.NewInode(ctx, node, attr)
+	if fn, ok := ch.Operations().(*fileNode); ok && !e.Dir { // an existing node knows better
+		fn.attr(&out.Attr)
+	}
+	return ch
 }
 
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	defer d.fsys.observe("opendir", time.Now(), 0)
-	return &dirHandle{d: d, r: d.fsys.meta.OpenDir(ctx, d.key)}, 0, 0
+	return &dirHandle{d: d, r: d.fsys.meta.OpenDir(ctx, d.key.get())}, 0, 0
 }
 
 func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
@@ -102,7 +112,7 @@ var (
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
 	e, ok, err := h.r.Next(ctx)
 	if err != nil {
-		h.d.fsys.log.Warn("fs: readdir failed", "dir", h.d.key, "err", err)
+		h.d.fsys.log.Warn("fs: readdir failed", "dir", h.d.key.get(), "err", err)
 		h.d.fsys.observe("readdir", time.Now(), toErrno(err))
 		return nil, toErrno(err)
 	}
@@ -113,9 +123,9 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	de := &fuse.DirEntry{Name: e.Name, Mode: syscall.S_IFREG}
 	if e.Dir {
 		de.Mode = syscall.S_IFDIR
-		de.Ino = inoOf('d', meta.Join(h.d.key, e.Name, true), "")
+		de.Ino = inoOf('d', meta.Join(h.d.key.get(), e.Name, true), "")
 	} else {
-		de.Ino = inoOf('f', meta.Join(h.d.key, e.Name, false), e.Version)
+		de.Ino = inoOf('f', meta.Join(h.d.key.get(), e.Name, false), e.Version)
 	}
 	return de, 0
 }

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -11,19 +12,35 @@ import (
 
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
+	"github.com/stratafs/strata/cache/writeback"
 	"github.com/stratafs/strata/prefetch"
 )
 
-// fileNode is one version of one object.
+// fileNode is one file. Its inode number comes from the key and the
+// version it was found with (ident), which never changes for the node's
+// life; its content is either a bucket version (entry.Version) or local
+// (entry.Local): a write session's staging file, or a committed file
+// waiting for its upload.
 type fileNode struct {
 	gofs.Inode
 	fsys  *FS
-	key   string
-	entry meta.Entry
+	key   keyRef
+	ident string
 
-	mu     sync.Mutex // guards ptOpen, usOpen
-	ptOpen int        // open passthrough handles
-	usOpen int        // open userspace handles
+	// sessMu orders writes against the commit of their session: writes
+	// and reads of sess hold it shared, a commit holds it exclusively.
+	sessMu sync.RWMutex
+
+	mu       sync.Mutex // guards the fields below
+	entry    meta.Entry
+	base     string             // bucket version the local content derives from ("" none)
+	sess     *writeback.Staging // open write session, if any
+	dirty    bool               // sess has writes not yet committed
+	unlinked bool               // deleted while open: nothing is uploaded
+	writers  int                // open handles with write access
+	ptOpen   int                // open passthrough handles
+	usOpen   int                // open userspace handles
+	local    *os.File           // committed content waiting for its upload (read side)
 }
 
 var (
@@ -31,25 +48,50 @@ var (
 	_ gofs.NodeGetattrer = (*fileNode)(nil)
 )
 
+func newFileNode(f *FS, key string, e meta.Entry) *fileNode {
+	n := &fileNode{fsys: f, ident: e.Version, entry: e}
+	if !e.Local {
+		n.base = e.Version
+	}
+	n.key.set(key)
+	return n
+}
+
+func (n *fileNode) attr(out *fuse.Attr) {
+	n.mu.Lock()
+	e := n.entry
+	n.mu.Unlock()
+	n.fsys.fileAttr(e, out)
+}
+
 func (n *fileNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.AttrOut) syscall.Errno {
 	defer n.fsys.observe("getattr", time.Now(), 0)
-	n.fsys.fileAttr(n.entry, &out.Attr)
+	n.attr(&out.Attr)
 	out.SetTimeout(n.fsys.timeout())
 	return 0
 }
 
+const writeFlags = syscall.O_WRONLY | syscall.O_RDWR | syscall.O_TRUNC | syscall.O_APPEND
+
 func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _ uint32, errno syscall.Errno) {
 	f := n.fsys
 	defer func(start time.Time) { f.observe("open", start, errno) }(time.Now())
-	if flags&(syscall.O_WRONLY|syscall.O_RDWR|syscall.O_TRUNC|syscall.O_APPEND) != 0 {
-		return nil, 0, syscall.EROFS
-	}
 	f.stats.Opens.Add(1)
-	obj, err := f.store.Acquire(cache.ObjectKey{
-		Source: f.source, Key: n.key, Version: n.entry.Version, Size: n.entry.Size, MTime: n.entry.MTime,
-	})
+	if flags&writeFlags != 0 {
+		return n.openWrite(ctx, flags)
+	}
+	n.mu.Lock()
+	local, e := n.sess != nil || n.entry.Local, n.entry
+	if local {
+		n.usOpen++
+	}
+	n.mu.Unlock()
+	if local {
+		return &fileHandle{n: n}, 0, 0
+	}
+	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: e.Version, Size: e.Size, MTime: e.MTime})
 	if err != nil {
-		f.log.Warn("fs: open failed", "key", n.key, "err", err)
+		f.log.Warn("fs: open failed", "key", n.key.get(), "err", err)
 		return nil, 0, toErrno(err)
 	}
 	// Decide passthrough outside the node lock: checking a cached file's
@@ -57,7 +99,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	canPT := f.passthrough.Load() && obj.Complete()
 	if canPT && !obj.Verified() && obj.Size() <= f.opts.VerifyOnOpen {
 		if _, err := obj.Verify(); err != nil {
-			f.log.Warn("fs: verifying cached file", "key", n.key, "err", err)
+			f.log.Warn("fs: verifying cached file", "key", n.key.get(), "err", err)
 		}
 	}
 	canPT = canPT && obj.Verified()
@@ -77,17 +119,19 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		return &passthroughHandle{h}, 0, 0
 	}
 	h.r = f.fetch.NewReader(obj)
-	// Each inode is one immutable version: its page cache stays valid.
+	// Each inode version is immutable: its page cache stays valid.
 	return h, fuse.FOPEN_KEEP_CACHE, 0
 }
 
-// fileHandle serves reads of one open file from userspace.
+// fileHandle serves one open file from userspace: from the cache (obj),
+// or from local content while the node has any.
 type fileHandle struct {
-	n    *fileNode
-	obj  *cache.Object
-	pt   bool
-	once sync.Once
-	r    *prefetch.Reader
+	n        *fileNode
+	obj      *cache.Object // nil for a handle opened on local content
+	pt       bool
+	writable bool
+	once     sync.Once
+	r        *prefetch.Reader
 }
 
 var (
@@ -99,31 +143,45 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 	f := h.n.fsys
 	defer func(start time.Time) { f.observe("read", start, errno) }(time.Now())
 	f.stats.Reads.Add(1)
-	h.once.Do(func() {
-		if h.r == nil { // a passthrough handle the kernel did not pass through
-			h.r = f.fetch.NewReader(h.obj)
+	n, err, handled := h.n.readLocal(dest, off)
+	if !handled {
+		if h.obj == nil { // opened on local content that has since gone up
+			if h.obj, err = h.n.acquireCurrent(); err != nil {
+				return nil, toErrno(err)
+			}
 		}
-	})
-	n, err := h.r.ReadAt(ctx, dest, off)
+		h.once.Do(func() {
+			if h.r == nil { // a passthrough handle the kernel did not pass through
+				h.r = f.fetch.NewReader(h.obj)
+			}
+		})
+		n, err = h.r.ReadAt(ctx, dest, off)
+	}
 	if err != nil {
 		f.stats.ReadErrors.Add(1)
-		f.log.Warn("fs: read failed", "key", h.n.key, "off", off, "err", err)
+		f.log.Warn("fs: read failed", "key", h.n.key.get(), "off", off, "err", err)
 		return nil, toErrno(err)
 	}
 	f.stats.ReadBytes.Add(int64(n))
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
+// acquireCurrent opens the cache entry of the node's current bucket
+// version.
+func (n *fileNode) acquireCurrent() (*cache.Object, error) {
+	n.mu.Lock()
+	e := n.entry
+	n.mu.Unlock()
+	f := n.fsys
+	return f.store.Acquire(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: e.Version, Size: e.Size, MTime: e.MTime})
+}
+
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	defer h.n.fsys.observe("release", time.Now(), 0)
-	h.n.mu.Lock()
-	if h.pt {
-		h.n.ptOpen--
-	} else {
-		h.n.usOpen--
+	h.n.release(h)
+	if h.obj != nil {
+		h.obj.Release()
 	}
-	h.n.mu.Unlock()
-	h.obj.Release()
 	return 0
 }
 
@@ -137,7 +195,7 @@ var _ gofs.FilePassthroughFder = (*passthroughHandle)(nil)
 func (h *passthroughHandle) PassthroughFd() (int, bool) {
 	fd, err := h.obj.Fd()
 	if err != nil {
-		h.n.fsys.log.Warn("fs: passthrough fd", "key", h.n.key, "err", err)
+		h.n.fsys.log.Warn("fs: passthrough fd", "key", h.n.key.get(), "err", err)
 		return -1, false
 	}
 	return fd, true

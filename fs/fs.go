@@ -4,6 +4,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -11,8 +12,10 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
+	"github.com/stratafs/strata/cache/writeback"
 	"github.com/stratafs/strata/prefetch"
 )
 
@@ -38,11 +41,14 @@ type Options struct {
 	// Observe, if set, is told of every FUSE operation served (for
 	// metrics): its name, how long it took and the errno returned.
 	Observe func(op string, d time.Duration, errno syscall.Errno)
+	// RenameDirLimit is the most objects a directory rename copies;
+	// beyond it rename returns EXDEV (mv then copies file by file).
+	RenameDirLimit int
 }
 
 // DefaultOptions: 0644 files, 0755 directories, 60 s TTL.
 func DefaultOptions() Options {
-	return Options{FileMode: 0o644, DirMode: 0o755, TTL: time.Minute, VerifyOnOpen: 64 << 20, Blksize: 1 << 20}
+	return Options{FileMode: 0o644, DirMode: 0o755, TTL: time.Minute, VerifyOnOpen: 64 << 20, Blksize: 1 << 20, RenameDirLimit: 1000}
 }
 
 // Stats count what the filesystem did.
@@ -63,6 +69,13 @@ type FS struct {
 
 	passthrough atomic.Bool
 	stats       Stats
+
+	// The write path; nil on a read-only mount.
+	wb *writeback.Manager
+	be backend.Backend
+
+	mu    sync.Mutex           // guards files
+	files map[string]*fileNode // nodes with local state (written, or uploading), by key
 }
 
 // New builds the filesystem of source (whose keys under prefix form the
@@ -71,13 +84,25 @@ func New(source, prefix string, m *meta.Cache, s *cache.Store, f *prefetch.Fetch
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	fsys := &FS{meta: m, store: s, fetch: f, source: source, prefix: prefix, opts: opts, log: opts.Logger, mtime: time.Now()}
+	fsys := &FS{meta: m, store: s, fetch: f, source: source, prefix: prefix, opts: opts, log: opts.Logger, mtime: time.Now(), files: map[string]*fileNode{}}
 	fsys.passthrough.Store(opts.Passthrough)
 	return fsys
 }
 
 // Root is the root directory node, for mounting.
-func (f *FS) Root() gofs.InodeEmbedder { return &dirNode{fsys: f, key: f.prefix} }
+func (f *FS) Root() gofs.InodeEmbedder { return newDirNode(f, f.prefix) }
+
+// EnableWrites makes the mount writable through wb, with be for the
+// namespace changes (delete, copy, directory markers).
+func (f *FS) EnableWrites(wb *writeback.Manager, be backend.Backend) {
+	f.wb, f.be = wb, be
+}
+
+// keyRef is a node's key, which a rename changes while operations read it.
+type keyRef struct{ p atomic.Pointer[string] }
+
+func (k *keyRef) get() string  { return *k.p.Load() }
+func (k *keyRef) set(s string) { k.p.Store(&s) }
 
 // Stats returns the live counters.
 func (f *FS) Stats() *Stats { return &f.stats }

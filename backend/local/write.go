@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -24,6 +25,9 @@ var bufPool = sync.Pool{New: func() any { b := make([]byte, copyChunk); return &
 // Put writes size bytes from r as key: a temporary file in key's directory,
 // fsync, then an atomic rename (or link, for VersionAbsent) over the key.
 func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
+	if dir, ok := strings.CutSuffix(key, "/"); ok && size == 0 && validKey(dir) == nil {
+		return b.mkdir(dir)
+	}
 	if err := validKey(key); err != nil {
 		return backend.ObjectInfo{}, fmt.Errorf("local: put %q: %w", key, err)
 	}
@@ -236,6 +240,9 @@ func (b *Backend) Delete(ctx context.Context, key string) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
+	if dir, ok := strings.CutSuffix(key, "/"); ok && validKey(dir) == nil {
+		return b.rmdir(dir)
+	}
 	if validKey(key) != nil {
 		return nil // no file can have this key
 	}
@@ -265,5 +272,46 @@ func (b *Backend) Delete(ctx context.Context, key string) error {
 			break // not a plain directory, or not empty
 		}
 	}
+	return nil
+}
+
+// A directory marker ("dir/", zero bytes: how object stores keep an empty
+// directory) is, in a directory tree, the directory itself.
+
+// mkdir makes dir (and its parents) for a marker put.
+func (b *Backend) mkdir(dir string) (backend.ObjectInfo, error) {
+	root, err := b.openRoot("mkdir")
+	if err != nil {
+		return backend.ObjectInfo{}, err
+	}
+	defer root.Close()
+	p := ""
+	for seg := range strings.SplitSeq(dir, "/") {
+		p = path.Join(p, seg)
+		if err := root.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+			return backend.ObjectInfo{}, mapErr("mkdir", dir, err)
+		}
+	}
+	fi, err := root.Stat(dir)
+	if err != nil {
+		return backend.ObjectInfo{}, mapErr("mkdir", dir, err)
+	}
+	if !fi.IsDir() {
+		return backend.ObjectInfo{}, fmt.Errorf("local: mkdir %q: a file is in the way: %w", dir, backend.ErrPreconditionFailed)
+	}
+	return backend.ObjectInfo{Key: dir + "/", MTime: fi.ModTime(), Version: fingerprint(fi)}, nil
+}
+
+// rmdir removes dir for a marker delete, if it is an empty directory.
+func (b *Backend) rmdir(dir string) error {
+	root, err := b.openRoot("rmdir")
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	if fi, err := root.Lstat(dir); err != nil || !fi.IsDir() {
+		return nil
+	}
+	root.Remove(dir) // not empty: it stays, like an object store's prefix
 	return nil
 }

@@ -244,3 +244,30 @@ func (ix *Index) DeleteEntry(tag SrcTag, dir, name string) error {
 	}
 	return nil
 }
+
+// DeleteStatsUnder forgets every point lookup of a key under prefix.
+func (ix *Index) DeleteStatsUnder(tag SrcTag, prefix string) error {
+	p := statKey(tag, prefix)
+	var keys [][]byte
+	err := ix.db.View(func(txn *badger.Txn) error {
+		opt := badger.DefaultIteratorOptions
+		opt.Prefix, opt.PrefetchValues = p, false
+		it := txn.NewIterator(opt)
+		defer it.Close()
+		for it.Rewind(); it.Valid(); it.Next() {
+			keys = append(keys, it.Item().KeyCopy(nil))
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("index: stats under %q: %w", prefix, err)
+	}
+	wb := ix.db.NewWriteBatch()
+	defer wb.Cancel()
+	for _, k := range keys {
+		if err := wb.Delete(k); err != nil {
+			return err
+		}
+	}
+	return wb.Flush()
+}

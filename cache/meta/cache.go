@@ -22,6 +22,9 @@ type Entry struct {
 	Size    int64
 	MTime   int64 // unix nanoseconds
 	Version string
+	// Local marks a file written through this mount whose content is not
+	// (yet) the bucket's: it lives in a staging file (set by SetLocal only).
+	Local bool
 }
 
 // Options configure a Cache.

@@ -1,6 +1,8 @@
 package meta
 
 import (
+	"strings"
+
 	"github.com/stratafs/strata/cache/index"
 )
 
@@ -139,4 +141,41 @@ func (l *listing) with(name string, e *Entry) *listing {
 		n.entries = append(n.entries, *e)
 	}
 	return n
+}
+
+// HasLocal reports whether anything written here and not yet uploaded
+// lives under prefix.
+func (c *Cache) HasLocal(prefix string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for dir, m := range c.local {
+		if len(m) > 0 && strings.HasPrefix(dir, prefix) {
+			return true
+		}
+	}
+	return false
+}
+
+// InvalidatePrefix forgets every cached listing at or under prefix (after
+// a directory rename).
+func (c *Cache) InvalidatePrefix(prefix string) {
+	c.mu.Lock()
+	var dirs []string
+	for d := range c.dirs {
+		if strings.HasPrefix(d, prefix) {
+			dirs = append(dirs, d)
+		}
+	}
+	for k := range c.points {
+		if strings.HasPrefix(k, prefix) {
+			delete(c.points, k)
+		}
+	}
+	c.mu.Unlock()
+	for _, d := range dirs {
+		c.Invalidate(d)
+	}
+	if err := c.ix.DeleteStatsUnder(c.tag, prefix); err != nil {
+		c.log.Warn("meta: invalidating lookups", "prefix", prefix, "err", err)
+	}
 }

@@ -199,6 +199,13 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 	case err == nil:
 		m.removeLocked(j)
 		j.info = info
+		// Tell the filesystem before waking waiters: whoever waited for
+		// this upload then finds the new version in place.
+		if m.hooks.Uploaded != nil {
+			m.mu.Unlock()
+			m.hooks.Uploaded(r.Key, info, r.Size, r.MTime)
+			m.mu.Lock()
+		}
 		j.settle(nil)
 	case j.dropped != nil:
 		m.dropLocked(j)
@@ -223,9 +230,6 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 		j.firstAttempt(err)
 	}
 	m.mu.Unlock()
-	if err == nil && m.hooks.Uploaded != nil {
-		m.hooks.Uploaded(r.Key, info, r.Size, r.MTime)
-	}
 	m.kick()
 }
 

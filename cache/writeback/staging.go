@@ -41,6 +41,12 @@ func (m *Manager) NewStagingFrom(path string, n int64) (*Staging, error) {
 		return nil, fmt.Errorf("writeback: copy %s: %w", path, err)
 	}
 	defer src.Close()
+	return m.NewStagingCopy(src, n)
+}
+
+// NewStagingCopy makes a staging file holding a copy of the first n bytes
+// of src.
+func (m *Manager) NewStagingCopy(src *os.File, n int64) (*Staging, error) {
 	c, err := m.NewStaging()
 	if err != nil {
 		return nil, err
@@ -51,7 +57,7 @@ func (m *Manager) NewStagingFrom(path string, n int64) (*Staging, error) {
 	}
 	if err := copyFile(c.f, src, n); err != nil {
 		c.Discard()
-		return nil, fmt.Errorf("writeback: copy %s: %w", path, err)
+		return nil, fmt.Errorf("writeback: copy %s: %w", src.Name(), err)
 	}
 	c.mu.Lock()
 	c.size = n

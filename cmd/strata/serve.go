@@ -17,6 +17,7 @@ import (
 	"github.com/stratafs/strata/cache/index"
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/uring"
+	"github.com/stratafs/strata/cache/writeback"
 	"github.com/stratafs/strata/fs"
 	"github.com/stratafs/strata/internal/config"
 	"github.com/stratafs/strata/prefetch"
@@ -36,6 +37,7 @@ type server struct {
 	fsys    *fs.FS
 	mounted *fs.Mounted
 	session *sessionWriter
+	wb      *writeback.Manager
 	shared  *sharedState // shared.go
 	ops     *opsState    // ops.go
 }
@@ -138,8 +140,12 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 	fo.FileMode, fo.DirMode = uint32(cfg.FileMode), uint32(cfg.DirMode)
 	fo.TTL = time.Duration(cfg.MetadataTTL)
 	fo.Passthrough = cfg.Passthrough != "off"
+	fo.RenameDirLimit = cfg.Write.RenameDirLimit
 	fo.Logger = log
 	s.fsys = fs.New(s.be.String(), src.Prefix, s.meta, s.store, s.fetch, fo)
+	if err := startWrites(s); err != nil {
+		return nil, err
+	}
 	mopts := fs.MountOptions{
 		AllowOther: cfg.AllowOther, ReadOnly: cfg.ReadOnly, MaxRead: 1 << 20, MaxBackground: 128,
 		ReadAheadKB: cfg.ReadAheadKB, ProbeDir: cfg.CacheDir, FsName: src.String(),
@@ -223,6 +229,10 @@ func (s *server) close() {
 	}
 	if s.session != nil {
 		s.session.stop()
+	}
+	if s.wb != nil {
+		drainUploads(s)
+		s.wb.Close()
 	}
 	if s.fetch != nil {
 		s.fetch.Close()

@@ -1,10 +1,84 @@
 package main
 
 import (
+	"context"
+	"os/signal"
+	"syscall"
+	"time"
+
 	"github.com/spf13/pflag"
 
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache/writeback"
 	"github.com/stratafs/strata/internal/config"
 )
 
 // bindWriteFlags defines the write path's flags.
-func bindWriteFlags(fs *pflag.FlagSet, c *config.WriteConfig) {}
+func bindWriteFlags(fs *pflag.FlagSet, c *config.WriteConfig) {
+	fs.StringVar(&c.Upload, "upload", c.Upload, "sync: close() returns once the object is in the bucket; async: once it is durable on the cache disk (uploaded in the background)")
+	fs.IntVar(&c.UploadConcurrency, "upload-concurrency", c.UploadConcurrency, "files uploaded at once (each multipart upload also sends parts in parallel)")
+	fs.Var(&c.UploadPartSize, "upload-part-size", "multipart part size (0: automatic, growing with the file so 1 TB fits)")
+	fs.IntVar(&c.RenameDirLimit, "rename-dir-limit", c.RenameDirLimit, "most objects a directory rename copies; beyond it rename returns EXDEV (mv then copies itself)")
+}
+
+// startWrites turns the write path on, unless the mount is read-only or
+// the backend takes no writes (then the mount is read-only, said once).
+func startWrites(s *server) error {
+	if s.cfg.ReadOnly {
+		return nil
+	}
+	if _, ok := s.be.(backend.Writer); !ok {
+		s.log.Warn("the source takes no writes; mounting read-only", "source", s.src.String())
+		s.cfg.ReadOnly = true
+		return nil
+	}
+	o := writeback.DefaultOptions()
+	o.Mode = writeback.Mode(s.cfg.Write.Upload)
+	o.Concurrency = s.cfg.Write.UploadConcurrency
+	o.PartSize = int64(s.cfg.Write.UploadPartSize)
+	o.Logger = s.log
+	wb, err := writeback.New(s.store, s.be, o, s.fsys.Hooks())
+	if err != nil {
+		return err
+	}
+	s.wb = wb
+	s.fsys.EnableWrites(wb, s.be)
+	return nil
+}
+
+// drainUploads waits, at unmount, for uploads still pending, so a job that
+// ends with its last checkpoint still uploading loses nothing. A second
+// SIGTERM or SIGINT stops waiting; what is left stays journaled and
+// resumes at the next mount on this cache dir.
+func drainUploads(s *server) {
+	if s.wb == nil {
+		return
+	}
+	sum := s.wb.Summary()
+	if sum.Pending == 0 {
+		return
+	}
+	s.log.Info("waiting for pending uploads before exiting (signal again to stop waiting)", "files", sum.Pending, "bytes", sum.PendingBytes)
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	tick := time.NewTicker(10 * time.Second)
+	defer tick.Stop()
+	done := make(chan struct{})
+	go func() {
+		s.wb.WaitAll(ctx)
+		close(done)
+	}()
+	for {
+		select {
+		case <-done:
+			if left := s.wb.Summary(); left.Pending > 0 || len(left.Failed) > 0 {
+				s.log.Warn("uploads left for the next mount", "pending", left.Pending, "failed", len(left.Failed))
+			}
+			return
+		case <-tick.C:
+			left := s.wb.Summary()
+			s.log.Info("still uploading", "files", left.Pending, "bytes", left.PendingBytes)
+		}
+	}
+}
+

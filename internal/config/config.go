@@ -62,7 +62,7 @@ type Config struct {
 func Defaults() Config {
 	return Config{
 		MetadataTTL:  TTL(60e9),
-		ReadOnly:     true,
+		ReadOnly:     false,
 		UID:          -1,
 		GID:          -1,
 		FileMode:     0o644,

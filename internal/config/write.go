@@ -1,8 +1,34 @@
 package config
 
+import "fmt"
+
 // WriteConfig shapes the write path (checkpoints written into the mount).
-type WriteConfig struct{}
+type WriteConfig struct {
+	// Upload is "sync" (close and fsync return once the object is in the
+	// bucket) or "async" (close returns once the data is durable on the
+	// cache disk and journaled; uploads run in the background).
+	Upload            string `yaml:"upload"`
+	UploadConcurrency int    `yaml:"upload-concurrency"`
+	UploadPartSize    Size   `yaml:"upload-part-size"`
+	// RenameDirLimit is the most objects a directory rename copies
+	// server-side; beyond it rename returns EXDEV and mv copies itself.
+	RenameDirLimit int `yaml:"rename-dir-limit"`
+}
 
-func defaultWrite() WriteConfig { return WriteConfig{} }
+func defaultWrite() WriteConfig {
+	return WriteConfig{Upload: "sync", UploadConcurrency: 4, RenameDirLimit: 1000}
+}
 
-func (w *WriteConfig) validate() error { return nil }
+func (w *WriteConfig) validate() error {
+	switch {
+	case w.Upload != "sync" && w.Upload != "async":
+		return fmt.Errorf("--upload %q: want sync or async", w.Upload)
+	case w.UploadConcurrency < 1 || w.UploadConcurrency > 256:
+		return fmt.Errorf("--upload-concurrency %d: want 1 to 256", w.UploadConcurrency)
+	case w.UploadPartSize != 0 && w.UploadPartSize < 5<<20:
+		return fmt.Errorf("--upload-part-size %s: want 0 (automatic) or at least 5MiB", w.UploadPartSize)
+	case w.RenameDirLimit < 0:
+		return fmt.Errorf("--rename-dir-limit %d: want 0 or more", w.RenameDirLimit)
+	}
+	return nil
+}

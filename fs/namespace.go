@@ -1,0 +1,219 @@
+package fs
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache/meta"
+)
+
+var (
+	_ gofs.NodeCreater  = (*dirNode)(nil)
+	_ gofs.NodeMkdirer  = (*dirNode)(nil)
+	_ gofs.NodeUnlinker = (*dirNode)(nil)
+	_ gofs.NodeRmdirer  = (*dirNode)(nil)
+	_ gofs.NodeRenamer  = (*dirNode)(nil)
+	_ gofs.NodeSetattrer = (*dirNode)(nil)
+)
+
+func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *gofs.Inode, _ gofs.FileHandle, _ uint32, errno syscall.Errno) {
+	f := d.fsys
+	defer func(start time.Time) { f.observe("create", start, errno) }(time.Now())
+	if f.wb == nil {
+		return nil, nil, 0, syscall.EROFS
+	}
+	st, err := f.wb.NewStaging()
+	if err != nil {
+		return nil, nil, 0, toErrno(err)
+	}
+	key := d.key.get() + name
+	e := meta.Entry{Name: name, MTime: time.Now().UnixNano(), Version: "local:" + st.Name(), Local: true}
+	n := newFileNode(f, key, e)
+	n.base = backend.VersionAbsent // created here: the upload must not replace someone else's
+	n.sess, n.dirty, n.writers, n.usOpen = st, true, 1, 1
+	f.trackLocal(n, key, e)
+	f.fileAttr(e, &out.Attr)
+	out.SetEntryTimeout(f.timeout())
+	out.SetAttrTimeout(f.timeout())
+	ch := d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: inoOf('f', key, e.Version)})
+	return ch, &fileHandle{n: n, writable: true}, 0, 0
+}
+
+func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {
+	f := d.fsys
+	defer func(start time.Time) { f.observe("mkdir", start, errno) }(time.Now())
+	if f.wb == nil {
+		return nil, syscall.EROFS
+	}
+	key := d.key.get() + name + "/"
+	// Object stores have no directories: a zero-byte "name/" marker keeps
+	// an empty one in the tree (as the S3 console and gcsfuse do).
+	w, _ := f.be.(backend.Writer)
+	if _, err := w.Put(ctx, key, bytes.NewReader(nil), 0, backend.PutOptions{}); err != nil {
+		f.log.Warn("fs: mkdir failed", "key", key, "err", err)
+		return nil, toErrno(err)
+	}
+	f.meta.Upsert(d.key.get(), meta.Entry{Name: name, Dir: true})
+	f.dirAttr(&out.Attr)
+	out.SetEntryTimeout(f.timeout())
+	out.SetAttrTimeout(f.timeout())
+	return d.NewInode(ctx, newDirNode(f, key), gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoOf('d', key, "")}), 0
+}
+
+func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
+	f := d.fsys
+	defer func(start time.Time) { f.observe("unlink", start, errno) }(time.Now())
+	if f.wb == nil {
+		return syscall.EROFS
+	}
+	key := d.key.get() + name
+	if ch := d.GetChild(name); ch != nil {
+		if n, ok := ch.Operations().(*fileNode); ok {
+			n.markUnlinked()
+		}
+	}
+	f.wb.Cancel(key)
+	if err := f.deleteObject(ctx, key); err != nil {
+		return toErrno(err)
+	}
+	f.meta.ClearLocal(d.key.get(), name)
+	f.meta.Remove(d.key.get(), name)
+	return 0
+}
+
+// markUnlinked stops the node from uploading anything: its name is gone.
+func (n *fileNode) markUnlinked() {
+	n.mu.Lock()
+	n.unlinked = true
+	if n.local != nil {
+		n.local.Close()
+		n.local = nil
+	}
+	n.mu.Unlock()
+	n.fsys.untrack(n.key.get(), n)
+}
+
+// deleteObject removes key from the bucket (a missing key is fine).
+func (f *FS) deleteObject(ctx context.Context, key string) error {
+	del, ok := f.be.(backend.Deleter)
+	if !ok {
+		return backend.ErrNotSupported
+	}
+	if err := del.Delete(ctx, key); err != nil {
+		f.log.Warn("fs: delete failed", "key", key, "err", err)
+		return err
+	}
+	return nil
+}
+
+func (d *dirNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
+	f := d.fsys
+	defer func(start time.Time) { f.observe("rmdir", start, errno) }(time.Now())
+	if f.wb == nil {
+		return syscall.EROFS
+	}
+	prefix := d.key.get() + name + "/"
+	empty, err := f.dirEmpty(ctx, prefix)
+	if err != nil {
+		return toErrno(err)
+	}
+	if !empty {
+		return syscall.ENOTEMPTY
+	}
+	if err := f.deleteObject(ctx, prefix); err != nil {
+		return toErrno(err)
+	}
+	f.meta.Remove(d.key.get(), name)
+	f.meta.Invalidate(prefix)
+	return 0
+}
+
+// dirEmpty reports whether nothing but its own marker lives under prefix,
+// in the bucket or written here and not yet uploaded.
+func (f *FS) dirEmpty(ctx context.Context, prefix string) (bool, error) {
+	if f.meta.HasLocal(prefix) {
+		return false, nil
+	}
+	page, err := f.be.List(ctx, prefix, backend.ListOptions{Limit: 2})
+	if err != nil {
+		return false, err
+	}
+	if len(page.Prefixes) > 0 {
+		return false, nil
+	}
+	for _, o := range page.Objects {
+		if o.Key != prefix {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// Setattr on a directory: nothing to store (directories are prefixes).
+func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
+	d.fsys.dirAttr(&out.Attr)
+	out.SetTimeout(d.fsys.timeout())
+	return 0
+}
+
+// renameNoReplace and renameExchange are renameat2 flags.
+const (
+	renameNoReplace = 0x1
+	renameExchange  = 0x2
+)
+
+func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
+	f := d.fsys
+	defer func(start time.Time) { f.observe("rename", start, errno) }(time.Now())
+	if f.wb == nil {
+		return syscall.EROFS
+	}
+	nd, ok := newParent.(*dirNode)
+	if !ok || flags&renameExchange != 0 {
+		return syscall.EINVAL
+	}
+	src, err := f.meta.Lookup(ctx, d.key.get(), name)
+	if err != nil {
+		return toErrno(err)
+	}
+	dst, derr := f.meta.Lookup(ctx, nd.key.get(), newName)
+	exists := derr == nil
+	if derr != nil && !errors.Is(derr, backend.ErrNotExist) {
+		return toErrno(derr)
+	}
+	if exists && flags&renameNoReplace != 0 {
+		return syscall.EEXIST
+	}
+	if exists && dst.Dir != src.Dir {
+		if src.Dir {
+			return syscall.ENOTDIR
+		}
+		return syscall.EISDIR
+	}
+	if src.Dir {
+		return f.renameDir(ctx, d, name, nd, newName, exists)
+	}
+	if exists { // the file being replaced uploads nothing any more
+		if ch := nd.GetChild(newName); ch != nil {
+			if n, ok := ch.Operations().(*fileNode); ok {
+				n.markUnlinked()
+			}
+		}
+		f.wb.Cancel(nd.key.get() + newName)
+	}
+	var n *fileNode
+	if ch := d.GetChild(name); ch != nil {
+		n, _ = ch.Operations().(*fileNode)
+	}
+	if n == nil {
+		n = newFileNode(f, d.key.get()+name, src)
+	}
+	return toErrno(f.renameFile(ctx, n, d.key.get(), name, nd.key.get(), newName))
+}

@@ -1,0 +1,226 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/meta"
+)
+
+// renameFile moves one file. Content not yet in the bucket (a write
+// session or a pending upload) simply changes the name it will go up as;
+// content in the bucket is copied server-side (the destination appears
+// whole, atomically) and the old name deleted, and its cached copy is
+// carried over so the new name reads without a GET.
+func (f *FS) renameFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir, newName string) error {
+	oldKey, newKey := oldDir+oldName, newDir+newName
+	n.sessMu.Lock()
+	n.mu.Lock()
+	local := n.sess != nil || n.entry.Local
+	e := n.entry
+	if local {
+		n.key.set(newKey)
+		n.base = "" // rename replaces whatever the new name holds
+		e = n.entry
+	}
+	n.mu.Unlock()
+	if local {
+		f.wb.Rekey(oldKey, newKey, "")
+		f.untrack(oldKey, n)
+		f.trackLocal(n, newKey, e)
+	}
+	n.sessMu.Unlock()
+
+	if local {
+		// The old name may also hold an older version in the bucket.
+		if err := f.deleteObject(ctx, oldKey); err != nil {
+			return err
+		}
+		f.meta.ClearLocal(oldDir, oldName)
+		f.meta.Remove(oldDir, oldName)
+		return nil
+	}
+
+	cp, ok := f.be.(backend.Copier)
+	if !ok {
+		return syscall.EXDEV // mv copies and unlinks by itself
+	}
+	info, err := cp.Copy(ctx, oldKey, e.Version, newKey)
+	if err != nil {
+		f.log.Warn("fs: rename copy failed", "from", oldKey, "to", newKey, "err", err)
+		return err
+	}
+	from := cache.ObjectKey{Source: f.source, Key: oldKey, Version: e.Version, Size: e.Size, MTime: e.MTime}
+	to := cache.ObjectKey{Source: f.source, Key: newKey, Version: info.Version, Size: info.Size, MTime: info.MTime.UnixNano()}
+	if err := f.store.Link(from, to); err == nil {
+		f.store.Forget(from)
+	}
+	if err := f.deleteObject(ctx, oldKey); err != nil {
+		return err
+	}
+	ne := meta.Entry{Name: newName, Size: info.Size, MTime: info.MTime.UnixNano(), Version: info.Version}
+	n.mu.Lock()
+	n.key.set(newKey)
+	n.entry, n.base = ne, info.Version
+	n.mu.Unlock()
+	f.meta.Remove(oldDir, oldName)
+	f.meta.Upsert(newDir, ne)
+	return nil
+}
+
+// renameDir moves a directory: every object under it is copied
+// server-side and deleted, up to RenameDirLimit objects (EXDEV beyond, so
+// mv falls back to copying file by file). It is not atomic: a crash
+// midway leaves some files under each name, none lost.
+func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode, newName string, destExists bool) syscall.Errno {
+	oldPrefix, newPrefix := d.key.get()+name+"/", nd.key.get()+newName+"/"
+	if strings.HasPrefix(newPrefix, oldPrefix) {
+		return syscall.EINVAL
+	}
+	if destExists {
+		empty, err := f.dirEmpty(ctx, newPrefix)
+		if err != nil {
+			return toErrno(err)
+		}
+		if !empty {
+			return syscall.ENOTEMPTY
+		}
+	}
+	cp, ok := f.be.(backend.Copier)
+	if !ok {
+		return syscall.EXDEV
+	}
+	var objs []backend.ObjectInfo
+	for token := ""; ; {
+		page, err := f.be.List(ctx, oldPrefix, backend.ListOptions{Token: token, Recursive: true})
+		if err != nil {
+			return toErrno(err)
+		}
+		objs = append(objs, page.Objects...)
+		if len(objs) > f.opts.RenameDirLimit {
+			f.log.Info("fs: directory too big to rename here; mv will copy it", "dir", oldPrefix, "limit", f.opts.RenameDirLimit)
+			return syscall.EXDEV
+		}
+		if token = page.Next; token == "" {
+			break
+		}
+	}
+	locals := f.localUnder(oldPrefix)
+	if len(objs)+len(locals) > f.opts.RenameDirLimit {
+		return syscall.EXDEV
+	}
+	// Copy everything first, then delete: a failure leaves both names.
+	copied, err := f.copyAll(ctx, cp, objs, oldPrefix, newPrefix)
+	if err != nil {
+		return toErrno(err)
+	}
+	for _, n := range locals {
+		oldKey := n.key.get()
+		newKey := newPrefix + strings.TrimPrefix(oldKey, oldPrefix)
+		od, on := meta.Parent(oldKey)
+		nd, nn := meta.Parent(newKey)
+		if err := f.renameFile(ctx, n, od, on, nd, nn); err != nil {
+			return toErrno(err)
+		}
+	}
+	for _, o := range objs {
+		if err := f.deleteObject(ctx, o.Key); err != nil {
+			return toErrno(err)
+		}
+	}
+	if len(objs) == 0 && len(locals) == 0 { // keep an empty directory visible
+		if w, ok := f.be.(backend.Writer); ok {
+			w.Put(ctx, newPrefix, strings.NewReader(""), 0, backend.PutOptions{})
+		}
+	}
+	f.meta.Remove(d.key.get(), name)
+	f.meta.Upsert(nd.key.get(), meta.Entry{Name: newName, Dir: true})
+	f.meta.InvalidatePrefix(oldPrefix)
+	f.meta.InvalidatePrefix(newPrefix)
+	if ch := d.GetChild(name); ch != nil {
+		rekeyTree(ch, oldPrefix, newPrefix, copied)
+	}
+	return 0
+}
+
+// copyAll copies objects from under oldPrefix to newPrefix, 8 at a time,
+// carrying cached copies over. It returns the new objects by new key.
+func (f *FS) copyAll(ctx context.Context, cp backend.Copier, objs []backend.ObjectInfo, oldPrefix, newPrefix string) (map[string]backend.ObjectInfo, error) {
+	sem := make(chan struct{}, 8)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	copied := map[string]backend.ObjectInfo{}
+	for _, o := range objs {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			dst := newPrefix + strings.TrimPrefix(o.Key, oldPrefix)
+			info, err := cp.Copy(ctx, o.Key, o.Version, dst)
+			if err != nil {
+				mu.Lock()
+				if first == nil {
+					first = fmt.Errorf("fs: rename copy %s: %w", o.Key, err)
+				}
+				mu.Unlock()
+				return
+			}
+			mu.Lock()
+			copied[dst] = info
+			mu.Unlock()
+			from := cache.ObjectKey{Source: f.source, Key: o.Key, Version: o.Version, Size: o.Size, MTime: o.MTime.UnixNano()}
+			to := cache.ObjectKey{Source: f.source, Key: dst, Version: info.Version, Size: info.Size, MTime: info.MTime.UnixNano()}
+			if f.store.Link(from, to) == nil {
+				f.store.Forget(from)
+			}
+		}()
+	}
+	wg.Wait()
+	return copied, first
+}
+
+// localUnder returns the nodes with local content under prefix.
+func (f *FS) localUnder(prefix string) []*fileNode {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []*fileNode
+	for k, n := range f.files {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, n)
+		}
+	}
+	return out
+}
+
+// rekeyTree updates the keys of the loaded nodes under a renamed
+// directory (go-fuse moves the inodes; the keys are ours), and the
+// versions of files copied in the bucket.
+func rekeyTree(in *gofs.Inode, oldPrefix, newPrefix string, copied map[string]backend.ObjectInfo) {
+	switch n := in.Operations().(type) {
+	case *dirNode:
+		if k := n.key.get(); strings.HasPrefix(k, oldPrefix) {
+			n.key.set(newPrefix + strings.TrimPrefix(k, oldPrefix))
+		}
+	case *fileNode:
+		n.mu.Lock()
+		if k := n.key.get(); strings.HasPrefix(k, oldPrefix) {
+			nk := newPrefix + strings.TrimPrefix(k, oldPrefix)
+			n.key.set(nk)
+			if info, ok := copied[nk]; ok && !n.entry.Local {
+				n.entry.Version, n.base = info.Version, info.Version
+			}
+		}
+		n.mu.Unlock()
+	}
+	for _, ch := range in.Children() {
+		rekeyTree(ch, oldPrefix, newPrefix, copied)
+	}
+}

@@ -1,0 +1,379 @@
+package fs
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/meta"
+	"github.com/stratafs/strata/cache/writeback"
+)
+
+var (
+	_ gofs.NodeSetattrer = (*fileNode)(nil)
+	_ gofs.FileWriter    = (*fileHandle)(nil)
+	_ gofs.FileFlusher   = (*fileHandle)(nil)
+	_ gofs.FileFsyncer   = (*fileHandle)(nil)
+)
+
+// openWrite opens the file for writing: every write lands in a staging
+// file on the cache disk, uploaded whole when the file is closed.
+func (n *fileNode) openWrite(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+	f := n.fsys
+	if f.wb == nil {
+		return nil, 0, syscall.EROFS
+	}
+	n.mu.Lock()
+	busy := n.ptOpen > 0
+	n.mu.Unlock()
+	if busy {
+		// The kernel cannot mix a passthrough reader and a userspace
+		// writer on one inode.
+		f.log.Warn("fs: open for write refused: the file is open for reading through passthrough", "key", n.key.get())
+		return nil, 0, syscall.EBUSY
+	}
+	if err := n.startSession(ctx, flags&syscall.O_TRUNC != 0); err != nil {
+		return nil, 0, toErrno(err)
+	}
+	n.mu.Lock()
+	n.writers++
+	n.usOpen++
+	n.mu.Unlock()
+	return &fileHandle{n: n, writable: true}, 0, 0
+}
+
+// startSession makes sure the node has a write session, truncated when
+// trunc is set, else holding the file's current content.
+func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
+	n.sessMu.Lock()
+	defer n.sessMu.Unlock()
+	f := n.fsys
+	n.mu.Lock()
+	st, e, local := n.sess, n.entry, n.local
+	n.mu.Unlock()
+	if st != nil {
+		if trunc {
+			if err := st.Truncate(0); err != nil {
+				return err
+			}
+			n.mu.Lock()
+			n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
+			n.mu.Unlock()
+		}
+		return nil
+	}
+	key := n.key.get()
+	var err error
+	switch {
+	case trunc || e.Size == 0:
+		st, err = f.wb.NewStaging()
+	case local != nil:
+		st, err = f.wb.NewStagingFrom(local.Name(), e.Size)
+	case e.Local:
+		if p, size, ok := f.wb.StagingPath(key); ok {
+			st, err = f.wb.NewStagingFrom(p, size)
+		} else {
+			err = fmt.Errorf("fs: %s: local content not found", key)
+		}
+	default:
+		st, err = n.stageFromBucket(ctx, e)
+	}
+	if err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.sess = st
+	if trunc {
+		n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
+	}
+	if f.wb.Pending(key) {
+		n.base = "" // our own upload comes first: follow it unconditionally
+	}
+	n.entry.Local = true
+	e = n.entry
+	n.mu.Unlock()
+	f.trackLocal(n, key, e)
+	return nil
+}
+
+// stageFromBucket copies a bucket version into a new staging file: from
+// the cache when it holds it all, else through the fetcher.
+func (n *fileNode) stageFromBucket(ctx context.Context, e meta.Entry) (*writeback.Staging, error) {
+	f := n.fsys
+	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: e.Version, Size: e.Size, MTime: e.MTime})
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Release()
+	if _, err := obj.Verify(); err == nil && obj.Complete() && obj.Verified() {
+		if fd, err := obj.Fd(); err == nil {
+			if dup, err := unix.Dup(fd); err == nil {
+				src := os.NewFile(uintptr(dup), n.key.get())
+				defer src.Close()
+				return f.wb.NewStagingCopy(src, e.Size)
+			}
+		}
+	}
+	st, err := f.wb.NewStaging()
+	if err != nil {
+		return nil, err
+	}
+	r := f.fetch.NewReader(obj)
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < e.Size; {
+		k, err := r.ReadAt(ctx, buf, off)
+		if err == nil && k == 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err == nil {
+			_, err = st.WriteAt(buf[:k], off)
+		}
+		if err != nil {
+			st.Discard()
+			return nil, err
+		}
+		off += int64(k)
+	}
+	return st, nil
+}
+
+func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
+	n, f := h.n, h.n.fsys
+	defer func(start time.Time) { f.observe("write", start, errno) }(time.Now())
+	for range 2 {
+		n.sessMu.RLock()
+		n.mu.Lock()
+		st := n.sess
+		n.mu.Unlock()
+		if st == nil { // another descriptor committed the session: open a new one
+			n.sessMu.RUnlock()
+			if err := n.startSession(ctx, false); err != nil {
+				return 0, toErrno(err)
+			}
+			continue
+		}
+		k, err := st.WriteAt(data, off)
+		if err == nil {
+			n.mu.Lock()
+			n.dirty = true
+			n.entry.Size = max(n.entry.Size, off+int64(k))
+			n.entry.MTime = time.Now().UnixNano()
+			n.mu.Unlock()
+		}
+		n.sessMu.RUnlock()
+		if err != nil {
+			f.log.Warn("fs: write failed", "key", n.key.get(), "off", off, "err", err)
+			return 0, toErrno(err)
+		}
+		return uint32(k), 0
+	}
+	return 0, syscall.EIO
+}
+
+// readLocal reads the node's local content, if it has any.
+func (n *fileNode) readLocal(dest []byte, off int64) (int, error, bool) {
+	n.sessMu.RLock()
+	defer n.sessMu.RUnlock()
+	n.mu.Lock()
+	st, local, isLocal, size := n.sess, n.local, n.entry.Local, n.entry.Size
+	n.mu.Unlock()
+	var src io.ReaderAt
+	switch {
+	case st != nil:
+		src = st
+	case local != nil:
+		src = local
+	case isLocal:
+		var err error
+		if local, err = n.openPending(); err != nil {
+			return 0, err, true
+		}
+		if local == nil {
+			return 0, nil, false // uploaded meanwhile: read the bucket version
+		}
+		src = local
+	default:
+		return 0, nil, false
+	}
+	if off >= size {
+		return 0, nil, true
+	}
+	k, err := src.ReadAt(dest[:min(int64(len(dest)), size-off)], off)
+	if err == io.EOF {
+		err = nil
+	}
+	return k, err, true
+}
+
+// openPending opens the staged file of the node's pending upload (a node
+// found after a restart, or forgotten and looked up again), or returns
+// nil if the upload has finished. Caller holds sessMu shared.
+func (n *fileNode) openPending() (*os.File, error) {
+	f := n.fsys
+	key := n.key.get()
+	p, _, ok := f.wb.StagingPath(key)
+	if !ok {
+		f.wb.WaitKey(context.Background(), key) // finishing: the hook is about to run
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.entry.Local {
+			return nil, fmt.Errorf("fs: %s: local content not found", key)
+		}
+		return nil, nil
+	}
+	file, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.local != nil {
+		file.Close()
+		return n.local, nil
+	}
+	n.local = file
+	return file, nil
+}
+
+// commit hands the node's write session to the uploader.
+func (n *fileNode) commit(ctx context.Context) error {
+	f := n.fsys
+	n.sessMu.Lock()
+	n.mu.Lock()
+	st, dirty, unlinked := n.sess, n.dirty, n.unlinked
+	if st == nil || (!dirty && !unlinked) {
+		n.mu.Unlock()
+		n.sessMu.Unlock()
+		return nil
+	}
+	n.sess, n.dirty = nil, false
+	if unlinked {
+		n.mu.Unlock()
+		n.sessMu.Unlock()
+		st.Discard()
+		return nil
+	}
+	// Keep reading the committed bytes while they upload (the uploader
+	// moves the file into the cache; this descriptor follows it).
+	src, err := os.Open(st.Path())
+	if err == nil {
+		if n.local != nil {
+			n.local.Close()
+		}
+		n.local = src
+	}
+	base, mtime, key := n.base, n.entry.MTime, n.key.get()
+	n.base = "" // later commits follow this one
+	n.mu.Unlock()
+	n.sessMu.Unlock()
+	_, err = f.wb.Commit(ctx, key, st, base, mtime)
+	if err != nil {
+		f.log.Warn("fs: upload failed; the data is kept and retried", "key", key, "err", err)
+	}
+	return err
+}
+
+func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
+	if !h.writable {
+		return 0
+	}
+	defer func(start time.Time) { h.n.fsys.observe("flush", start, errno) }(time.Now())
+	return toErrno(h.n.commit(ctx))
+}
+
+func (h *fileHandle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
+	defer func(start time.Time) { h.n.fsys.observe("fsync", start, errno) }(time.Now())
+	return toErrno(h.n.sync(ctx))
+}
+
+// sync commits what is written and waits until the file is in the bucket.
+func (n *fileNode) sync(ctx context.Context) error {
+	if n.fsys.wb == nil {
+		return nil
+	}
+	if err := n.commit(ctx); err != nil {
+		return err
+	}
+	return n.fsys.wb.WaitKey(ctx, n.key.get())
+}
+
+// release drops a handle's share of the node.
+func (n *fileNode) release(h *fileHandle) {
+	n.mu.Lock()
+	switch {
+	case h.pt:
+		n.ptOpen--
+	default:
+		n.usOpen--
+	}
+	if h.writable {
+		n.writers--
+	}
+	late := n.writers == 0 && n.dirty // written through a shared mapping after close
+	n.mu.Unlock()
+	if late {
+		go n.commit(context.Background())
+	}
+}
+
+func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (errno syscall.Errno) {
+	f := n.fsys
+	defer func(start time.Time) { f.observe("setattr", start, errno) }(time.Now())
+	if size, ok := in.GetSize(); ok {
+		if f.wb == nil {
+			return syscall.EROFS
+		}
+		if err := n.truncate(ctx, int64(size)); err != nil {
+			return toErrno(err)
+		}
+	}
+	if mt, ok := in.GetMTime(); ok {
+		n.mu.Lock()
+		if n.sess != nil || n.entry.Local {
+			n.entry.MTime = mt.UnixNano() // honoured until the bucket assigns its own
+		}
+		n.mu.Unlock()
+	}
+	// Modes and owners are the mount's (--file-mode, --uid, --gid):
+	// accepted, not stored, since objects have no POSIX attributes.
+	n.attr(&out.Attr)
+	out.SetTimeout(f.timeout())
+	return 0
+}
+
+// truncate sets the size; a path truncate (no writer open) commits at once.
+func (n *fileNode) truncate(ctx context.Context, size int64) error {
+	if err := n.startSession(ctx, size == 0); err != nil {
+		return err
+	}
+	n.sessMu.RLock()
+	n.mu.Lock()
+	st := n.sess
+	n.mu.Unlock()
+	var terr error
+	if st != nil {
+		terr = st.Truncate(size)
+	}
+	n.mu.Lock()
+	if terr == nil {
+		n.entry.Size, n.entry.MTime, n.dirty = size, time.Now().UnixNano(), true
+	}
+	writers := n.writers
+	n.mu.Unlock()
+	n.sessMu.RUnlock()
+	if terr != nil {
+		return terr
+	}
+	if writers == 0 {
+		return n.commit(ctx)
+	}
+	return nil
+}
