@@ -15,11 +15,11 @@ import (
 )
 
 var (
-	_ gofs.NodeCreater  = (*dirNode)(nil)
-	_ gofs.NodeMkdirer  = (*dirNode)(nil)
-	_ gofs.NodeUnlinker = (*dirNode)(nil)
-	_ gofs.NodeRmdirer  = (*dirNode)(nil)
-	_ gofs.NodeRenamer  = (*dirNode)(nil)
+	_ gofs.NodeCreater   = (*dirNode)(nil)
+	_ gofs.NodeMkdirer   = (*dirNode)(nil)
+	_ gofs.NodeUnlinker  = (*dirNode)(nil)
+	_ gofs.NodeRmdirer   = (*dirNode)(nil)
+	_ gofs.NodeRenamer   = (*dirNode)(nil)
 	_ gofs.NodeSetattrer = (*dirNode)(nil)
 )
 

@@ -81,4 +81,3 @@ func drainUploads(s *server) {
 		}
 	}
 }
-
