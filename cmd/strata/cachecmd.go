@@ -14,29 +14,41 @@ import (
 )
 
 func cacheCmd() *cobra.Command {
-	cmd := &cobra.Command{Use: "cache", Short: "Inspect and manage a cache directory"}
-	cmd.AddCommand(cacheStatsCmd())
+	cmd := &cobra.Command{
+		Use:   "cache",
+		Short: "Inspect and manage a cache directory",
+		Long: `Inspect and manage a cache directory. While a mount serves the directory,
+stats, verify and gc are done by the mount through its control socket;
+clear refuses (unmount first).`,
+	}
+	cmd.AddCommand(cacheStatsCmd(), cacheVerifyCmd(), cacheGCCmd(), cacheClearCmd())
 	return cmd
 }
 
 // CacheStats is the output of `strata cache stats --json`.
 type CacheStats struct {
-	CacheDir  string   `json:"cache_dir"`
-	InUseBy   string   `json:"in_use_by,omitempty"`
-	SizeBytes int64    `json:"size_bytes"`
-	Objects   int64    `json:"objects"`
-	Blocks    int64    `json:"blocks"`
-	BlockSize int64    `json:"block_size"`
-	Session   *Session `json:"session,omitempty"`
+	CacheDir   string    `json:"cache_dir"`
+	InUseBy    string    `json:"in_use_by,omitempty"`
+	Live       bool      `json:"live"` // counted by the running mount
+	SizeBytes  int64     `json:"size_bytes"`
+	LimitBytes int64     `json:"limit_bytes,omitempty"`
+	Objects    int64     `json:"objects"`
+	Blocks     int64     `json:"blocks"`
+	BlockSize  int64     `json:"block_size"`
+	Session    *Session  `json:"session,omitempty"`
+	History    []Session `json:"history,omitempty"`
 }
 
 func cacheStatsCmd() *cobra.Command {
 	var dir string
 	var asJSON bool
+	var last int
 	cmd := &cobra.Command{
 		Use:   "stats --cache-dir DIR",
-		Short: "Show what a cache directory holds and the last mount's hit ratio",
-		Args:  cobra.NoArgs,
+		Short: "Show what a cache directory holds and the hit ratio of its mounts",
+		Example: `  strata cache stats --cache-dir /nvme/strata
+  strata cache stats --cache-dir /nvme/strata --json`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := collectStats(dir)
 			if err != nil {
@@ -47,27 +59,39 @@ func cacheStatsCmd() *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(st)
 			}
-			printStats(st)
+			printStats(st, last)
 			return nil
 		},
 	}
 	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().IntVar(&last, "last", 10, "mounts of the history to show")
 	cmd.MarkFlagRequired("cache-dir")
 	return cmd
 }
 
-// collectStats reads a cache directory: from its index when nobody holds
-// it, from the running mount's session file when a mount does.
+// collectStats reads a cache directory: through the running mount's
+// control socket when a mount holds it, from its index when nobody does,
+// and from session.json when another process holds it.
 func collectStats(dir string) (CacheStats, error) {
 	st := CacheStats{CacheDir: dir}
-	if _, err := os.Stat(filepath.Join(dir, "index")); err != nil {
-		return st, fmt.Errorf("%s is not a strata cache directory: %w", dir, err)
+	conn, holder, err := cacheOwner(dir)
+	if conn != nil {
+		defer conn.Close()
+		if err := conn.call(controlRequest{Op: "stats"}, nil, &st); err != nil {
+			return st, err
+		}
+		st.CacheDir, st.History = dir, readHistory(dir)
+		return st, nil
 	}
+	if holder == "" && err != nil {
+		return st, err
+	}
+	st.History = readHistory(dir)
 	if s, ok := readSession(dir); ok {
 		st.Session = &s
 	}
-	if holder := cache.LockHolder(dir); holder != "" {
+	if holder != "" {
 		st.InUseBy = holder
 		if st.Session != nil {
 			st.SizeBytes = st.Session.UsedBytes
@@ -91,25 +115,81 @@ func collectStats(dir string) (CacheStats, error) {
 	return st, err
 }
 
-func printStats(st CacheStats) {
+// liveStats is the control socket's answer to "stats".
+func liveStats(s *server) (CacheStats, error) {
+	st := CacheStats{
+		CacheDir: s.cfg.CacheDir, Live: true, InUseBy: fmt.Sprintf("pid %d (mount %s)", os.Getpid(), s.mnt),
+		SizeBytes: s.store.Used(), LimitBytes: s.store.Limit(), BlockSize: s.store.BlockSize(),
+	}
+	if s.session != nil {
+		sn := s.session.snapshot(true)
+		st.Session = &sn
+	}
+	err := s.store.Index().ScanBlockUsage(func(_ index.ID, blocks, _ int64) error {
+		st.Objects++
+		st.Blocks += blocks
+		return nil
+	})
+	return st, err
+}
+
+func printStats(st CacheStats, last int) {
 	fmt.Printf("cache dir:   %s\n", st.CacheDir)
 	if st.InUseBy != "" {
-		fmt.Printf("in use by:   %s\n", st.InUseBy)
-	} else {
+		how := "(counts from its last session file)"
+		if st.Live {
+			how = "(live counts through its control socket)"
+		}
+		fmt.Printf("in use by:   %s %s\n", st.InUseBy, how)
+	}
+	if st.InUseBy == "" || st.Live {
 		fmt.Printf("objects:     %d (%d blocks of %s)\n", st.Objects, st.Blocks, config.Size(st.BlockSize))
 	}
-	fmt.Printf("size:        %s\n", config.Size(st.SizeBytes))
+	size := sizeStr(st.SizeBytes)
+	if st.LimitBytes > 0 && st.LimitBytes < 1<<62 {
+		size += " of " + sizeStr(st.LimitBytes) + " allowed"
+	}
+	fmt.Printf("size:        %s\n", size)
 	if s := st.Session; s != nil {
 		state := "finished"
 		if s.Running {
 			state = "running"
 		}
 		fmt.Printf("last mount:  %s on %s (%s, pid %d)\n", s.Source, s.Mountpoint, state, s.PID)
-		total := s.HitBytes + s.MissBytes
-		ratio := 0.0
-		if total > 0 {
-			ratio = float64(s.HitBytes) / float64(total)
-		}
-		fmt.Printf("hit ratio:   %.1f%% of %s read (%s fetched in %d GETs)\n", 100*ratio, config.Size(total), config.Size(s.FetchedBytes), s.Fetches)
+		ratio, total := hitRatio(*s)
+		fmt.Printf("hit ratio:   %.1f%% of %s read (%s fetched in %d GETs)\n", 100*ratio, sizeStr(total), sizeStr(s.FetchedBytes), s.Fetches)
 	}
+	printHistory(st.History, last)
+}
+
+// offlineStore opens a cache dir nobody holds for a maintenance command,
+// with the block size it was created with. maxBytes 0 keeps 10% of the
+// disk free; frozen keeps the LRU order as it is (reading every object
+// must not make them all "recently used").
+func offlineStore(dir, owner string, maxBytes int64, frozen bool) (*cache.Store, func(), error) {
+	bs, ok := cacheBlockSize(dir)
+	if !ok {
+		return nil, nil, fmt.Errorf("%s: not a strata cache directory (no readable index)", dir)
+	}
+	cfg := config.Defaults()
+	eng, err := newEngine(cfg.IOEngine)
+	if err != nil {
+		return nil, nil, err
+	}
+	so := cache.DefaultOptions()
+	so.BlockSize, so.Engine, so.Owner = bs, eng, owner
+	so.Logger = newLogger(os.Stderr, "warn", "text")
+	so.MaxBytes, so.MinFree = maxBytes, 0
+	if maxBytes == 0 {
+		so.MinFree = config.MinFreeFraction
+	}
+	if frozen {
+		so.Clock = frozenClock
+	}
+	store, err := cache.Open(dir, so)
+	if err != nil {
+		eng.Close()
+		return nil, nil, err
+	}
+	return store, func() { store.Close(); eng.Close() }, nil
 }

@@ -13,6 +13,7 @@ import (
 )
 
 func main() {
+	os.Args = asMountHelper(os.Args) // mount.strata, mount.fuse.strata: called by mount(8)
 	root := &cobra.Command{
 		Use:           "strata",
 		Short:         "Mount S3, GCS or a slow directory as a local filesystem with a persistent NVMe cache",
@@ -21,6 +22,7 @@ func main() {
 	}
 	root.AddCommand(mountCmd(), versionCmd(), cacheCmd())
 	root.AddCommand(csiCmd(), sidecarCmd())
+	addOpsCommands(root) // warm; --config and --print-config on mount
 	if err := root.Execute(); err != nil {
 		fmt.Fprintln(os.Stderr, "strata: "+err.Error())
 		os.Exit(1)

@@ -1,20 +1,134 @@
 package main
 
 import (
+	"fmt"
+	"os"
+	"os/signal"
+	"sync"
+	"syscall"
+	"time"
+
 	"github.com/spf13/pflag"
 
+	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/metrics"
 )
 
 // bindOpsFlags defines operational flags (metrics, warming, config file).
-func bindOpsFlags(fs *pflag.FlagSet, c *config.OpsConfig) {}
+func bindOpsFlags(fs *pflag.FlagSet, c *config.OpsConfig) {
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (default: off)")
+	fs.BoolVar(&c.ControlSocket, "control-socket", c.ControlSocket, "serve <cache-dir>/control.sock (owner only) so `strata warm` and `strata cache` work while mounted")
+	fs.IntVar(&c.WarmConcurrency, "warm-concurrency", c.WarmConcurrency, "objects `strata warm` hydrates at once")
+	fs.IntVar(&c.History, "history", c.History, "finished mounts remembered for `strata cache stats`")
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML file of settings (keys are these flag names; flags given here win)")
+	fs.BoolVar(&c.PrintConfig, "print-config", c.PrintConfig, "print the effective configuration (secrets redacted) and exit")
+}
 
 // opsState is what operations keep while mounted (metrics server, ...).
-type opsState struct{}
+type opsState struct {
+	metrics *metrics.Metrics
+	http    *metrics.Server
+	control *controlServer
+	logPath string // the file stderr was writing to at mount, reopened on SIGHUP
+
+	sigs chan os.Signal
+	done chan struct{}
+	wg   sync.WaitGroup
+}
+
+// opsOf returns s's operational state, creating it on first use: the
+// backend and the FUSE observer are instrumented before startOps runs.
+func opsOf(s *server) *opsState {
+	if s.ops == nil {
+		s.ops = &opsState{metrics: metrics.New(), done: make(chan struct{})}
+	}
+	return s.ops
+}
+
+// instrumentBackend counts and times every request to the origin (one
+// line in start, right after the backend is opened).
+func instrumentBackend(s *server, be backend.Backend) backend.Backend {
+	return opsOf(s).metrics.WrapBackend(be)
+}
+
+// opsObserver is fs.Options.Observe: every FUSE operation, for metrics.
+func opsObserver(s *server) func(op string, d time.Duration, errno syscall.Errno) {
+	return opsOf(s).metrics.ObserveFUSE
+}
+
+// registerUploadQueue is the write path's hook: fn is read at every scrape
+// (and SIGUSR1 dump) for the upload queue gauges. It may be called before
+// or after startOps.
+func registerUploadQueue(s *server, fn func() metrics.UploadQueue) {
+	opsOf(s).metrics.SetUploadQueue(fn)
+}
 
 // startOps starts operational services once the filesystem is mounted
 // and before readiness is reported; an error fails the mount.
-func startOps(s *server) error { return nil }
+func startOps(s *server) error {
+	o := opsOf(s)
+	o.metrics.SetSources(metrics.Sources{FS: s.fsys, Fetcher: s.fetch, Store: s.store})
+	o.metrics.SetInfo(metrics.Info{Version: config.Version, Source: s.be.String(), Mount: s.mnt, IOEngine: s.eng.Name()})
+	if addr := s.cfg.Ops.MetricsAddr; addr != "" {
+		srv, err := o.metrics.Listen(addr)
+		if err != nil {
+			return fmt.Errorf("--metrics-addr %s: %w", addr, err)
+		}
+		o.http = srv
+		s.log.Info("metrics", "url", "http://"+srv.Addr+"/metrics")
+	}
+	if s.cfg.Ops.ControlSocket {
+		c, err := startControl(s)
+		if err != nil {
+			return fmt.Errorf("control socket in %s: %w", s.cfg.CacheDir, err)
+		}
+		o.control = c
+	}
+	o.logPath = stderrFile()
+	o.sigs = make(chan os.Signal, 4)
+	signal.Notify(o.sigs, syscall.SIGHUP, syscall.SIGUSR1)
+	o.wg.Add(1)
+	go o.signalLoop(s)
+	return nil
+}
 
-// stopOps stops them at unmount, before the cache closes.
-func stopOps(s *server) {}
+// stopOps stops them at unmount, before the cache closes: warm jobs
+// running through the control socket are cancelled and waited for, and
+// the session's summary joins the cache dir's history.
+func stopOps(s *server) {
+	o := s.ops
+	if o.sigs != nil {
+		signal.Stop(o.sigs)
+		close(o.done)
+		o.wg.Wait()
+	}
+	if o.control != nil {
+		o.control.close()
+	}
+	if o.http != nil {
+		o.http.Close()
+	}
+	if s.session != nil && s.cfg.Ops.History > 0 {
+		if err := appendHistory(s.cfg.CacheDir, s.session.snapshot(false), s.cfg.Ops.History); err != nil {
+			s.log.Warn("saving the session to the cache history", "err", err)
+		}
+	}
+}
+
+func (o *opsState) signalLoop(s *server) {
+	defer o.wg.Done()
+	for {
+		select {
+		case <-o.done:
+			return
+		case sig := <-o.sigs:
+			switch sig {
+			case syscall.SIGHUP:
+				o.reopenLog(s)
+			case syscall.SIGUSR1:
+				dumpStats(s)
+			}
+		}
+	}
+}

@@ -101,6 +101,7 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 	if s.be, err = openBackend(ctx, src, cfg); err != nil {
 		return nil, describeBackendErr(src, err)
 	}
+	s.be = instrumentBackend(s, s.be)
 	origin := s.be
 	kind, _ := uring.ParseKind(cfg.IOEngine)
 	if s.eng, err = uring.New(kind, uring.DefaultOptions()); err != nil {
@@ -142,6 +143,7 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 	fo.Passthrough = cfg.Passthrough != "off"
 	fo.RenameDirLimit = cfg.Write.RenameDirLimit
 	fo.Logger = log
+	fo.Observe = opsObserver(s)
 	s.fsys = fs.New(s.be.String(), src.Prefix, s.meta, s.store, s.fetch, fo)
 	if err := startWrites(s); err != nil {
 		return nil, err
@@ -269,7 +271,8 @@ func (s *server) logSummary() {
 	s.log.Info("mounted", "source", s.src.String(), "mountpoint", s.mnt, "cache_dir", s.cfg.CacheDir,
 		"cache_size", limit, "cache_used", config.Size(s.store.Used()).String(), "passthrough", pt,
 		"io_engine", s.eng.Name(), "block_size", s.cfg.BlockSize.String(), "memory_limit", s.cfg.MemoryLimit.String(),
-		"metadata_ttl", s.cfg.MetadataTTL.String(), "read_only", s.cfg.ReadOnly, "version", config.Version)
+		"metadata_ttl", s.cfg.MetadataTTL.String(), "read_only", s.cfg.ReadOnly, "version", config.Version,
+		"max_readahead", s.cfg.MaxReadahead.String(), "part_size", s.cfg.PartSize.String(), "max_fetches", s.cfg.MaxFetches, "allow_other", s.cfg.AllowOther, "metrics_addr", s.cfg.Ops.MetricsAddr, "config_file", s.cfg.Ops.ConfigFile)
 }
 
 // absMountpoint resolves the mountpoint the way mountinfo shows it.

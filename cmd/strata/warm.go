@@ -1,0 +1,190 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/stratafs/strata/internal/config"
+)
+
+// warmFlags are warm's own options (the backend and cache flags are the
+// mount's).
+type warmFlags struct {
+	prefix   string
+	fromList string
+	interval time.Duration
+	asJSON   bool
+}
+
+func warmCmd() *cobra.Command {
+	cfg := config.Defaults()
+	var wf warmFlags
+	cmd := &cobra.Command{
+		Use:   "warm [flags] SOURCE",
+		Short: "Hydrate objects into the cache before training (resumable)",
+		Long: `Fetch every object under SOURCE (or the ones --prefix or --from-list name)
+into the cache directory, in parallel, within --memory-limit. Blocks already
+cached are skipped, so an interrupted warm resumes where it stopped.
+
+If a mount is serving the cache directory, the mount does the work (warming
+runs at background priority, behind the training job's own reads) and its
+progress is shown here; otherwise warm opens the cache directory itself.
+Use the same --cache-dir (and endpoint flags) as the mount.`,
+		Example: `  strata warm s3://datasets/imagenet --cache-dir /nvme/strata
+  strata warm s3://datasets/imagenet --cache-dir /nvme/strata --prefix train/
+  strata warm gs://bucket/shards --cache-dir /nvme/strata --from-list epoch0.txt`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if _, err := applyConfigFile(cmd.Flags()); err != nil {
+				return err
+			}
+			return runWarm(cmd.Context(), &cfg, wf, args[0], cmd.Flags().Changed("block-size"))
+		},
+	}
+	bindMountFlags(cmd.Flags(), &cfg)
+	for _, name := range []string{"read-only", "allow-other", "uid", "gid", "file-mode", "dir-mode", "foreground",
+		"log-file", "read-ahead-kb", "passthrough", "metrics-addr", "control-socket", "history", "print-config"} {
+		cmd.Flags().MarkHidden(name)
+	}
+	cmd.Flags().StringVar(&wf.prefix, "prefix", "", "warm only keys starting with this prefix, relative to SOURCE (e.g. train/ or train/shard-00)")
+	cmd.Flags().StringVar(&wf.fromList, "from-list", "", "warm the files and directories listed in FILE, one path relative to SOURCE per line (- for stdin)")
+	cmd.Flags().DurationVar(&wf.interval, "progress-interval", 10*time.Second, "how often to print a progress line when not on a terminal")
+	cmd.Flags().BoolVar(&wf.asJSON, "json", false, "print the final report as JSON")
+	return cmd
+}
+
+// readList reads --from-list: one path per line; blank lines and lines
+// starting with # are skipped.
+func readList(name string) ([]string, error) {
+	var r io.Reader = os.Stdin
+	if name != "-" {
+		f, err := os.Open(name)
+		if err != nil {
+			return nil, fmt.Errorf("--from-list: %w", err)
+		}
+		defer f.Close()
+		r = f
+	}
+	var out []string
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64<<10), 1<<20)
+	for sc.Scan() {
+		l := strings.TrimSpace(sc.Text())
+		if l != "" && !strings.HasPrefix(l, "#") {
+			out = append(out, l)
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("--from-list %s: %w", name, err)
+	}
+	if len(out) == 0 {
+		return nil, fmt.Errorf("--from-list %s: no paths in it", name)
+	}
+	return out, nil
+}
+
+func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source string, blockSizeSet bool) error {
+	src, err := config.ParseSource(source)
+	if err != nil {
+		return err
+	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	if wf.prefix != "" && wf.fromList != "" {
+		return errors.New("use --prefix or --from-list, not both")
+	}
+	var paths []string
+	if wf.fromList != "" {
+		if paths, err = readList(wf.fromList); err != nil {
+			return err
+		}
+	}
+	if cfg.CacheDir == "" {
+		if cfg.CacheDir, err = config.DefaultCacheDir(src, cfg.EndpointURL); err != nil {
+			return err
+		}
+	}
+	if cfg.CacheDir, err = filepath.Abs(cfg.CacheDir); err != nil {
+		return err
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
+	defer stop()
+
+	pp := newProgressPrinter(os.Stderr, "warm", wf.interval)
+	show := func(p WarmProgress) {
+		pp.update(progressState{Objects: p.Objects, DoneObjects: p.DoneObjects, Bytes: p.Bytes, DoneBytes: p.DoneBytes, Listing: p.Listing, Failed: p.Failed})
+	}
+	var final WarmProgress
+	var via string
+	if _, statErr := os.Stat(filepath.Join(cfg.CacheDir, "index")); statErr == nil {
+		conn, holder, oerr := cacheOwner(cfg.CacheDir)
+		switch {
+		case oerr != nil:
+			return oerr
+		case conn != nil:
+			defer conn.Close()
+			req := controlRequest{Op: "warm", Source: src.String(), Endpoint: cfg.EndpointURL, Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}
+			fmt.Fprintf(os.Stderr, "warm: %s is in use by %s: warming through its control socket\n", cfg.CacheDir, holder)
+			go func() { <-ctx.Done(); conn.Close() }()
+			err = conn.call(req, func(raw json.RawMessage) {
+				var p WarmProgress
+				if json.Unmarshal(raw, &p) == nil {
+					final = p
+					show(p)
+				}
+			}, &final)
+			via = fmt.Sprintf(" by the mount on %s (pid %d)", conn.Hello.Mountpoint, conn.Hello.PID)
+			if ctx.Err() != nil {
+				err = fmt.Errorf("warm interrupted; run it again to resume")
+			}
+			pp.done()
+			return warmReport(final, err, via, wf.asJSON)
+		}
+	}
+	fmt.Fprintf(os.Stderr, "warm: %s into %s\n", src, cfg.CacheDir)
+	final, err = warmOffline(ctx, cfg, src, warmRequest{Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}, blockSizeSet, show)
+	pp.done()
+	if ctx.Err() != nil && err != nil {
+		err = fmt.Errorf("warm interrupted; run it again to resume")
+	}
+	return warmReport(final, err, via, wf.asJSON)
+}
+
+// warmReport prints the outcome: a sentence (or JSON) on stdout, then the
+// error if any.
+func warmReport(p WarmProgress, err error, via string, asJSON bool) error {
+	if asJSON {
+		enc := json.NewEncoder(os.Stdout)
+		enc.SetIndent("", "  ")
+		enc.Encode(p)
+	} else if p.Objects > 0 || err == nil {
+		el := time.Duration(p.Elapsed * float64(time.Second))
+		rate := ""
+		if p.Elapsed > 0 {
+			rate = fmt.Sprintf(" (%s/s)", sizeStr(int64(float64(p.Fetched())/p.Elapsed)))
+		}
+		fmt.Printf("warmed %d of %d objects (%s of %s) in %s%s: fetched %s%s, %s were already cached\n",
+			p.DoneObjects-p.Failed, p.Objects, sizeStr(p.DoneBytes), sizeStr(p.Bytes), fmtDuration(el), via,
+			sizeStr(p.Fetched()), rate, sizeStr(p.Skipped))
+	}
+	if p.Warning != "" {
+		fmt.Fprintln(os.Stderr, "warm: warning: "+p.Warning)
+	}
+	return err
+}

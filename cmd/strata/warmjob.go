@@ -1,0 +1,286 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/meta"
+	"github.com/stratafs/strata/prefetch"
+)
+
+// WarmProgress is a warm job's state, streamed to the client while it
+// runs and returned at the end.
+type WarmProgress struct {
+	Listing     bool     `json:"listing"`      // still discovering objects
+	Objects     int64    `json:"objects"`      // found so far
+	Bytes       int64    `json:"bytes"`        // their size
+	DoneObjects int64    `json:"done_objects"` // fully cached (or failed)
+	DoneBytes   int64    `json:"done_bytes"`   // bytes cached of the objects found
+	Skipped     int64    `json:"skipped"`      // bytes that were cached before the job
+	Failed      int64    `json:"failed"`       // objects (or listings) that could not be warmed
+	Elapsed     float64  `json:"elapsed_seconds"`
+	CacheLimit  int64    `json:"cache_limit"`
+	Errors      []string `json:"errors,omitempty"` // the first few failures
+	Warning     string   `json:"warning,omitempty"`
+}
+
+// Fetched is what this job brought in from the origin.
+func (p WarmProgress) Fetched() int64 { return p.DoneBytes - p.Skipped }
+
+// warmRequest says what to warm, relative to the root of the source.
+type warmRequest struct {
+	Prefix      string   // key prefix under the root ("" everything); need not end in "/"
+	Paths       []string // files or directories, relative to the root (instead of Prefix)
+	Concurrency int      // objects at once
+}
+
+// warmJob hydrates objects into a cache through the same metadata cache,
+// store and fetcher a mount uses, so the keys, versions and cache entries
+// are exactly the ones the mount will look for.
+type warmJob struct {
+	meta   *meta.Cache
+	store  *cache.Store
+	fetch  *prefetch.Fetcher
+	source string // backend.String(): the cache identity of the source
+	root   string // key prefix of the source's root ("" or ending in "/")
+	req    warmRequest
+
+	// stall bounds how long one object may go without a new block while
+	// fetches fail or the cache refuses blocks, before it counts as failed.
+	stall time.Duration
+
+	objects, bytes, doneObjects, doneBytes, skipped, failed atomic.Int64
+	listing                                                 atomic.Bool
+	mu                                                      sync.Mutex // guards errs
+	errs                                                    []string
+}
+
+const maxWarmErrors = 10
+
+// errCacheFull stops a warm: the cache refuses blocks because everything
+// in it is pinned or its disk is full.
+var errCacheFull = errors.New("the cache is full")
+
+func (j *warmJob) fail(msg string) {
+	j.failed.Add(1)
+	j.mu.Lock()
+	if len(j.errs) < maxWarmErrors {
+		j.errs = append(j.errs, msg)
+	}
+	j.mu.Unlock()
+}
+
+func (j *warmJob) progress(start time.Time) WarmProgress {
+	j.mu.Lock()
+	errs := append([]string(nil), j.errs...)
+	j.mu.Unlock()
+	p := WarmProgress{
+		Listing: j.listing.Load(), Objects: j.objects.Load(), Bytes: j.bytes.Load(),
+		DoneObjects: j.doneObjects.Load(), DoneBytes: j.doneBytes.Load(), Skipped: j.skipped.Load(),
+		Failed: j.failed.Load(), Elapsed: time.Since(start).Seconds(), CacheLimit: j.store.Limit(), Errors: errs,
+	}
+	if !p.Listing && p.Bytes > p.CacheLimit {
+		p.Warning = fmt.Sprintf("%s to warm but the cache may hold %s: the least recently used data will be evicted", sizeStr(p.Bytes), sizeStr(p.CacheLimit))
+	}
+	return p
+}
+
+type warmItem struct {
+	key string
+	e   meta.Entry
+}
+
+// run warms everything the request names, reporting progress every
+// quarter second. It returns the final progress; the error is non-nil
+// when it was cancelled, the cache filled up, or some objects failed.
+func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgress, error) {
+	start := time.Now()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	if j.stall == 0 {
+		j.stall = 10 * time.Second
+	}
+	items := make(chan warmItem, 1024)
+	j.listing.Store(true)
+	go func() {
+		defer close(items)
+		defer j.listing.Store(false)
+		j.discover(ctx, items)
+	}()
+	var wg sync.WaitGroup
+	for range max(j.req.Concurrency, 1) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for it := range items {
+				if ctx.Err() != nil {
+					continue // drain
+				}
+				if err := j.hydrate(ctx, it); err != nil {
+					if errors.Is(err, errCacheFull) {
+						cancel(err)
+					}
+					if ctx.Err() == nil || errors.Is(err, errCacheFull) {
+						j.fail(fmt.Sprintf("%s: %v", strings.TrimPrefix(it.key, j.root), err))
+					}
+				}
+				j.doneObjects.Add(1)
+			}
+		}()
+	}
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		select {
+		case <-done:
+			p := j.progress(start)
+			if report != nil {
+				report(p)
+			}
+			switch {
+			case context.Cause(ctx) != nil && context.Cause(ctx) != context.Canceled:
+				return p, context.Cause(ctx)
+			case ctx.Err() != nil:
+				return p, fmt.Errorf("warm cancelled: %w", ctx.Err())
+			case p.Failed > 0:
+				return p, fmt.Errorf("%d of %d objects could not be warmed (run warm again to resume): %s", p.Failed, p.Objects, strings.Join(p.Errors, "; "))
+			}
+			return p, nil
+		case <-tick.C:
+			if report != nil {
+				report(j.progress(start))
+			}
+		}
+	}
+}
+
+// discover sends every file the request names.
+func (j *warmJob) discover(ctx context.Context, out chan<- warmItem) {
+	if len(j.req.Paths) == 0 {
+		j.walk(ctx, j.root, j.root+j.req.Prefix, out)
+		return
+	}
+	for _, p := range j.req.Paths {
+		p = strings.Trim(p, "/")
+		if p == "" {
+			j.walk(ctx, j.root, j.root, out)
+			continue
+		}
+		dir, name := meta.Parent(j.root + p)
+		e, err := j.meta.Lookup(ctx, dir, name)
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			j.fail(fmt.Sprintf("%s: %v", p, err))
+		case e.Dir:
+			d := meta.Join(dir, name, true)
+			j.walk(ctx, d, d, out)
+		default:
+			j.send(ctx, out, warmItem{key: meta.Join(dir, name, false), e: e})
+		}
+	}
+}
+
+func (j *warmJob) send(ctx context.Context, out chan<- warmItem, it warmItem) {
+	j.objects.Add(1)
+	j.bytes.Add(it.e.Size)
+	select {
+	case out <- it:
+	case <-ctx.Done():
+	}
+}
+
+// walk lists dir and everything below it, sending the files whose key
+// starts with want (directories are entered only when they can hold one).
+func (j *warmJob) walk(ctx context.Context, dir, want string, out chan<- warmItem) {
+	r := j.meta.OpenDir(ctx, dir)
+	var subdirs []string
+	for {
+		e, ok, err := r.Next(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				j.fail(fmt.Sprintf("listing %s: %v", strings.TrimPrefix(dir, j.root)+"/", err))
+			}
+			break
+		}
+		if !ok {
+			break
+		}
+		key := meta.Join(dir, e.Name, e.Dir)
+		switch {
+		case e.Dir && (strings.HasPrefix(key, want) || strings.HasPrefix(want, key)):
+			subdirs = append(subdirs, key)
+		case !e.Dir && strings.HasPrefix(key, want):
+			j.send(ctx, out, warmItem{key: key, e: e})
+		}
+	}
+	for _, d := range subdirs {
+		if ctx.Err() != nil {
+			return
+		}
+		j.walk(ctx, d, want, out)
+	}
+}
+
+// hydrate caches every block of one object, asking the fetcher to warm
+// what is missing (background priority, within the memory budget) until
+// the object is complete.
+func (j *warmJob) hydrate(ctx context.Context, it warmItem) error {
+	o, err := j.store.Acquire(cache.ObjectKey{Source: j.source, Key: it.key, Version: it.e.Version, Size: it.e.Size, MTime: it.e.MTime})
+	if err != nil {
+		return err
+	}
+	defer o.Release()
+	seen := o.CachedBytes()
+	j.skipped.Add(seen)
+	j.doneBytes.Add(seen)
+	fst, sst := j.fetch.Stats(), j.store.Stats()
+	lastMove := time.Now()
+	errsAt, fullAt := fst.FetchErrors.Load(), sst.NoSpace.Load()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	// Warm walks every block of the object under the fetcher's lock: call
+	// it again only once the blocks it queued stopped arriving.
+	idle := true
+	for !o.Complete() {
+		if idle {
+			j.fetch.Warm(o)
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-tick.C:
+		}
+		now := o.CachedBytes()
+		if now != seen {
+			j.doneBytes.Add(now - seen)
+			if now > seen {
+				lastMove = time.Now()
+				errsAt, fullAt = fst.FetchErrors.Load(), sst.NoSpace.Load()
+			}
+			seen = now
+			idle = false
+			continue
+		}
+		idle = true
+		stalled := time.Since(lastMove)
+		switch {
+		case sst.NoSpace.Load() > fullAt && stalled > j.stall/4:
+			return fmt.Errorf("%w (%s used of %s): raise --cache-size or warm less", errCacheFull, sizeStr(j.store.Used()), sizeStr(j.store.Limit()))
+		case fst.FetchErrors.Load() > errsAt && stalled > j.stall:
+			return fmt.Errorf("fetches keep failing (%d errors since the last block; see the log)", fst.FetchErrors.Load()-errsAt)
+		case stalled > 60*j.stall:
+			return fmt.Errorf("no progress in %s", stalled.Round(time.Second))
+		}
+	}
+	return nil
+}
