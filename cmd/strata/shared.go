@@ -2,24 +2,178 @@ package main
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 
 	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/backend/shared"
 	"github.com/stratafs/strata/internal/config"
 )
 
 // bindSharedFlags defines the shared cache tier's flags.
-func bindSharedFlags(fs *pflag.FlagSet, c *config.SharedConfig) {}
+func bindSharedFlags(fs *pflag.FlagSet, c *config.SharedConfig) {
+	fs.StringVar(&c.URL, "shared-cache", c.URL, "second cache tier shared by every mount pointing at it: s3://BUCKET[/PREFIX] "+
+		"(an S3 Express One Zone directory bucket in the nodes' zone, or an in-cluster MinIO)")
+	fs.StringVar(&c.EndpointURL, "shared-cache-endpoint-url", c.EndpointURL, "endpoint of the shared cache's store (default: AWS)")
+	fs.StringVar(&c.Region, "shared-cache-region", c.Region, "region of the shared cache bucket (default: from the AWS config)")
+	fs.StringVar(&c.Profile, "shared-cache-profile", c.Profile, "AWS shared-config profile for the shared cache (default: the standard credential chain)")
+	fs.BoolVar(&c.ForcePathStyle, "shared-cache-force-path-style", c.ForcePathStyle, "path-style addressing for the shared cache (MinIO)")
+	fs.BoolVar(&c.ReadOnly, "shared-cache-read-only", c.ReadOnly, "read the shared cache but never write to it")
+	fs.Var(&c.GroupSize, "shared-cache-group-size", "bytes of whole cache blocks stored per shared object (at least one block)")
+	fs.DurationVar(&c.Timeout, "shared-cache-timeout", c.Timeout, "bound on a shared cache request before the origin serves the read instead")
+	fs.IntVar(&c.WriteConcurrency, "shared-cache-write-concurrency", c.WriteConcurrency, "background writes to the shared cache in flight")
+	fs.Var(&c.WriteBuffer, "shared-cache-write-buffer", "memory for blocks waiting to be written to the shared cache; blocks that do not fit are not written")
+}
 
 // sharedState is what the shared tier keeps while mounted.
-type sharedState struct{}
+type sharedState struct {
+	tier  *shared.Tier
+	path  string // <cache-dir>/shared.json
+	start time.Time
+	stop  chan struct{}
+	done  sync.WaitGroup
+}
+
+// Tier returns the running tier (for metrics), nil when none is configured.
+func (st *sharedState) Tier() *shared.Tier {
+	if st == nil {
+		return nil
+	}
+	return st.tier
+}
+
+// sharedCheckTimeout bounds the mount-time check of the tier.
+const sharedCheckTimeout = 15 * time.Second
 
 // wrapShared puts the shared cache tier (if configured) in front of the
 // origin backend; the fetcher then reads through it.
+//
+// At mount the tier must prove it works (the marker object is written and
+// read back). A tier that answers but refuses (no such bucket, access
+// denied, wrong bytes back) fails the mount: that is a configuration to
+// fix, and a tier silently ignored would cost every node the full origin
+// traffic unnoticed. A tier that does not answer (unreachable, timing out)
+// only warns: it is a cache, the origin serves every read without it, and
+// a restarting in-cluster store must not keep training jobs from starting;
+// the mount then probes it again after the breaker's cooldown.
 func wrapShared(ctx context.Context, s *server, origin backend.Backend) (backend.Backend, error) {
-	return origin, nil
+	c := &s.cfg.Shared
+	if !c.Enabled() {
+		return origin, nil
+	}
+	bucket, prefix, err := c.Location()
+	if err != nil {
+		return origin, err
+	}
+	store, err := shared.NewS3(ctx, bucket, shared.S3Options{Endpoint: c.EndpointURL, Region: c.Region, Profile: c.Profile,
+		ForcePathStyle: c.ForcePathStyle, Timeout: c.Timeout, MaxConns: max(256, 4*s.cfg.MaxFetches)})
+	if err != nil {
+		return origin, fmt.Errorf("--shared-cache %s: %w", c.URL, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, sharedCheckTimeout)
+	checkErr := shared.Check(cctx, store, prefix, c.ReadOnly)
+	cancel()
+	down := errors.Is(checkErr, backend.ErrUnavailable) || errors.Is(checkErr, context.DeadlineExceeded)
+	if checkErr != nil && !down {
+		store.Close()
+		return origin, describeSharedErr(c, checkErr)
+	}
+	o := shared.DefaultOptions()
+	o.Prefix, o.BlockSize, o.GroupSize = prefix, int64(s.cfg.BlockSize), int64(c.GroupSize)
+	o.Timeout, o.ReadOnly = c.Timeout, c.ReadOnly
+	o.WriteConcurrency, o.WriteBuffer = c.WriteConcurrency, int64(c.WriteBuffer)
+	o.Logger = s.log
+	tier, err := shared.New(origin, store, o)
+	if err != nil {
+		store.Close()
+		return origin, fmt.Errorf("--shared-cache %s: %w", c.URL, err)
+	}
+	if down {
+		s.log.Warn("shared cache unreachable; reading from the origin only, retrying it every little while",
+			"shared_cache", c.URL, "err", checkErr)
+		tier.MarkDown(checkErr)
+	}
+	l := tier.Layout()
+	s.log.Info("shared cache", "shared_cache", c.URL, "store", store.String(), "blocks_per_object", l.GroupBlocks,
+		"read_only", c.ReadOnly, "timeout", c.Timeout.String())
+	st := &sharedState{tier: tier, path: filepath.Join(s.cfg.CacheDir, "shared.json"), start: time.Now(), stop: make(chan struct{})}
+	s.shared = st
+	st.done.Add(1)
+	go st.report(s)
+	return tier.Backend(), nil
 }
 
-// closeShared releases the shared tier.
-func closeShared(s *server) {}
+// describeSharedErr says what to fix when the tier refused the check.
+func describeSharedErr(c *config.SharedConfig, err error) error {
+	hint := ""
+	switch {
+	case errors.Is(err, backend.ErrNoBucket):
+		hint = "the bucket does not exist (check the name, --shared-cache-endpoint-url and --shared-cache-region)"
+	case errors.Is(err, backend.ErrAccessDenied):
+		hint = "access denied: the credentials (--shared-cache-profile or the standard chain) need s3:GetObject and s3:PutObject " +
+			"on the prefix (s3express:CreateSession on a directory bucket), or use --shared-cache-read-only"
+	default:
+		hint = "the shared cache does not work as an S3 bucket should"
+	}
+	return fmt.Errorf("--shared-cache %s: %s: %w", c.URL, hint, err)
+}
+
+// sharedReport is <cache-dir>/shared.json: the tier's counters, so tests,
+// `cat` and dashboards can see how much origin traffic the tier saved.
+type sharedReport struct {
+	Source      string          `json:"source"`
+	SharedCache string          `json:"shared_cache"`
+	Started     time.Time       `json:"started"`
+	Updated     time.Time       `json:"updated"`
+	Running     bool            `json:"running"`
+	Stats       shared.Snapshot `json:"stats"`
+}
+
+// report rewrites shared.json every 2 s until closeShared.
+func (st *sharedState) report(s *server) {
+	defer st.done.Done()
+	t := time.NewTicker(2 * time.Second)
+	defer t.Stop()
+	for {
+		st.write(s, true)
+		select {
+		case <-st.stop:
+			return
+		case <-t.C:
+		}
+	}
+}
+
+func (st *sharedState) write(s *server, running bool) {
+	b, err := json.MarshalIndent(sharedReport{Source: s.src.String(), SharedCache: s.cfg.Shared.URL, Started: st.start,
+		Updated: time.Now(), Running: running, Stats: st.tier.Stats().Snapshot()}, "", "  ")
+	if err != nil {
+		return
+	}
+	tmp := st.path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err == nil {
+		os.Rename(tmp, st.path)
+	}
+}
+
+// closeShared drains the tier's background writes (bounded), closes it
+// (its store and the origin) and writes the final counters.
+func closeShared(s *server) {
+	st := s.shared
+	close(st.stop)
+	st.done.Wait()
+	if err := st.tier.Close(); err != nil {
+		s.log.Warn("closing the shared cache", "err", err)
+	}
+	st.write(s, false)
+	snap := st.tier.Stats().Snapshot()
+	s.log.Info("shared cache summary", "hit_bytes", snap.HitBytes, "miss_bytes", snap.MissBytes,
+		"origin_bytes", snap.Origin.Bytes, "writes", snap.Writes, "writes_dropped", snap.WritesDropped, "bad_entries", snap.BadEntries)
+}
