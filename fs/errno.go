@@ -18,7 +18,7 @@ var errnoTable = []struct {
 	{backend.ErrNotExist, syscall.ENOENT},
 	{backend.ErrVersionChanged, syscall.ESTALE},
 	{backend.ErrAccessDenied, syscall.EACCES},
-	{backend.ErrPreconditionFailed, syscall.EBUSY},
+	{backend.ErrPreconditionFailed, syscall.ESTALE}, // the file changed in the bucket since it was opened
 	{backend.ErrNotSupported, syscall.ENOTSUP},
 	{cache.ErrNoSpace, syscall.ENOSPC},
 	{context.Canceled, syscall.EINTR},

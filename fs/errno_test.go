@@ -21,6 +21,7 @@ func TestErrnoTable(t *testing.T) {
 		{wrap(backend.ErrNotExist), syscall.ENOENT},
 		{wrap(backend.ErrVersionChanged), syscall.ESTALE},
 		{wrap(backend.ErrAccessDenied), syscall.EACCES},
+		{wrap(backend.ErrPreconditionFailed), syscall.ESTALE},
 		{wrap(backend.ErrUnavailable), syscall.EIO},
 		{wrap(cache.ErrNoSpace), syscall.ENOSPC},
 		{wrap(context.Canceled), syscall.EINTR},

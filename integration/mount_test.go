@@ -55,7 +55,7 @@ func TestMountReadsTree(t *testing.T) {
 		files := dataset("data/", 100<<20)
 		files["outside.txt"] = []byte("not under the mounted prefix")
 		put(t, srv.writer(t, bucket), files)
-		m := startMount(t, srv, srv.source(bucket, "data"), "")
+		m := startMount(t, srv, srv.source(bucket, "data"), "", "--read-only")
 
 		// Listings.
 		names := func(dir string) []string {
@@ -100,7 +100,7 @@ func TestMountReadsTree(t *testing.T) {
 			t.Fatalf("tree differs from the bucket:\n%s", d)
 		}
 		concurrentReaders(t, m.dir, want, 8)
-		// The mount is read-only in this mode.
+		// The mount was asked to be read-only.
 		if err := os.WriteFile(filepath.Join(m.dir, "new"), []byte("x"), 0o644); !errors.Is(err, syscall.EROFS) {
 			t.Errorf("write on a read-only mount: %v", err)
 		}

@@ -1,0 +1,139 @@
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+)
+
+// watchBucket polls key until stop is closed and counts sightings of a
+// partial object (any size other than want).
+func watchBucket(t *testing.T, be backend.Backend, key string, want int64, stop <-chan struct{}) *atomic.Int64 {
+	partial := &atomic.Int64{}
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			if info, err := be.Stat(t.Context(), key); err == nil && info.Size != want {
+				partial.Add(1)
+			}
+		}
+	}()
+	return partial
+}
+
+// TestAsyncUploadSurvivesKill9: kill -9 the mount while an async upload of
+// 1 GiB is in flight; the next mount on the same cache dir completes it,
+// and no partial object is ever visible in the bucket.
+func TestAsyncUploadSurvivesKill9(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	be := w.(backend.Backend)
+	cacheDir := t.TempDir()
+	size := 1 << 30
+	if testing.Short() {
+		size = 64 << 20
+	}
+	data := randData(77, size)
+	m := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--upload", "async")
+	stop := make(chan struct{})
+	var once sync.Once
+	defer once.Do(func() { close(stop) })
+	partial := watchBucket(t, be, "model.pt", int64(size), stop)
+	closeTook, err := writeFile(filepath.Join(m.dir, "model.pt"), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("async close() of %d MiB took %v", size>>20, closeTook)
+	time.Sleep(300 * time.Millisecond) // the upload is under way
+	if _, err := be.Stat(t.Context(), "model.pt"); err == nil {
+		t.Log("upload finished before the kill; the test still checks recovery")
+	}
+	syscall.Kill(m.pid, syscall.SIGKILL)
+	waitExit(t, m.pid)
+	m.pid = 0
+	exec.Command("umount", "-l", m.dir).Run()
+
+	m2 := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--upload", "async")
+	if out, err := exec.Command(binPath(t), "sync", m2.dir).CombinedOutput(); err != nil {
+		t.Fatalf("strata sync after restart: %v\n%s", err, out)
+	}
+	once.Do(func() { close(stop) })
+	got, n, err := bucketSHA(t, w, "model.pt")
+	if err != nil || got != sha(data) || n != int64(size) {
+		t.Fatalf("after restart: %d bytes, sha ok=%v, %v", n, got == sha(data), err)
+	}
+	if p := partial.Load(); p != 0 {
+		t.Fatalf("a partial object was visible %d times", p)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(cacheDir, "staging")); len(ents) != 0 {
+		t.Fatalf("%d staging files left after the upload", len(ents))
+	}
+}
+
+// TestBackendFailsMidUpload: the bucket goes away during a sync upload:
+// close() reports the failure, no partial object appears, the data stays
+// readable through the mount, and the upload completes once the bucket is
+// back.
+func TestBackendFailsMidUpload(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	be := w.(backend.Backend)
+	data := randData(88, 200<<20)
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	stop := make(chan struct{})
+	defer close(stop)
+	partial := watchBucket(t, be, "ckpt.bin", int64(len(data)), stop)
+	f, err := os.Create(filepath.Join(m.dir, "ckpt.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for off := 0; off < len(data); off += 1 << 20 {
+		f.Write(data[off : off+1<<20])
+	}
+	go func() { time.Sleep(200 * time.Millisecond); srv.stop(t) }() // mid-upload
+	if err := f.Close(); err == nil {
+		t.Log("upload finished before the server stopped")
+	} else {
+		t.Logf("close() reported: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if b, err := os.ReadFile(filepath.Join(m.dir, "ckpt.bin")); err != nil || sha(b) != sha(data) {
+		t.Fatalf("local copy not kept readable: %v", err)
+	}
+	srv.restart(t)
+	if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err != nil {
+		t.Fatalf("strata sync: %v\n%s", err, out)
+	}
+	if got, _, err := bucketSHA(t, w, "ckpt.bin"); err != nil || got != sha(data) {
+		t.Fatalf("after the server came back: %v", err)
+	}
+	if p := partial.Load(); p != 0 {
+		t.Fatalf("a partial object was visible %d times", p)
+	}
+}
+
+func waitExit(t *testing.T, pid int) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); {
+		if syscall.Kill(pid, 0) != nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatalf("pid %d did not exit", pid)
+}
