@@ -84,9 +84,10 @@ func applyConfig(fs *pflag.FlagSet, path string, b []byte) (map[string]string, e
 			continue // the command line wins
 		}
 		set[name] = "config file"
-		if err := fs.Set(name, v.Value); err != nil {
+		if err := fl.Value.Set(v.Value); err != nil {
 			return nil, fmt.Errorf("%w %s: %s: %w", errConfigFile, at, name, err)
 		}
+		fl.Changed = true
 	}
 	return set, nil
 }

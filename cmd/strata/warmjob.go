@@ -146,7 +146,7 @@ func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgr
 				report(p)
 			}
 			switch {
-			case context.Cause(ctx) != nil && context.Cause(ctx) != context.Canceled:
+			case errors.Is(context.Cause(ctx), errCacheFull):
 				return p, context.Cause(ctx)
 			case ctx.Err() != nil:
 				return p, fmt.Errorf("warm cancelled: %w", ctx.Err())
@@ -249,10 +249,12 @@ func (j *warmJob) hydrate(ctx context.Context, it warmItem) error {
 	tick := time.NewTicker(20 * time.Millisecond)
 	defer tick.Stop()
 	// Warm walks every block of the object under the fetcher's lock: call
-	// it again only once the blocks it queued stopped arriving.
-	idle := true
+	// it again only once the blocks it queued stopped arriving, and less
+	// and less often while nothing arrives (a failing fetch is retried
+	// after 20, 40, 80 ms ... then every second, not every tick).
+	idle := 1
 	for !o.Complete() {
-		if idle {
+		if idle > 0 && (idle&(idle-1) == 0 || idle%50 == 0) {
 			j.fetch.Warm(o)
 		}
 		select {
@@ -268,10 +270,10 @@ func (j *warmJob) hydrate(ctx context.Context, it warmItem) error {
 				errsAt, fullAt = fst.FetchErrors.Load(), sst.NoSpace.Load()
 			}
 			seen = now
-			idle = false
+			idle = 0
 			continue
 		}
-		idle = true
+		idle++
 		stalled := time.Since(lastMove)
 		switch {
 		case sst.NoSpace.Load() > fullAt && stalled > j.stall/4:
