@@ -94,6 +94,10 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		f.log.Warn("fs: open failed", "key", n.key.get(), "err", err)
 		return nil, 0, toErrno(err)
 	}
+	if f.warmer != nil && !obj.Complete() && e.Size <= f.fetch.Options().SmallObject {
+		dir, name := meta.Parent(n.key.get())
+		f.warmer.opened(dir, name)
+	}
 	// Decide passthrough outside the node lock: checking a cached file's
 	// CRCs reads it.
 	canPT := f.passthrough.Load() && obj.Complete()

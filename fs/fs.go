@@ -44,11 +44,14 @@ type Options struct {
 	// RenameDirLimit is the most objects a directory rename copies;
 	// beyond it rename returns EXDEV (mv then copies file by file).
 	RenameDirLimit int
+	// DirPrefetch: when readers open several uncached small files of one
+	// directory, fetch its other small files in the background.
+	DirPrefetch bool
 }
 
 // DefaultOptions: 0644 files, 0755 directories, 60 s TTL.
 func DefaultOptions() Options {
-	return Options{FileMode: 0o644, DirMode: 0o755, TTL: time.Minute, VerifyOnOpen: 64 << 20, Blksize: 1 << 20, RenameDirLimit: 1000}
+	return Options{FileMode: 0o644, DirMode: 0o755, TTL: time.Minute, VerifyOnOpen: 64 << 20, Blksize: 1 << 20, RenameDirLimit: 1000, DirPrefetch: true}
 }
 
 // Stats count what the filesystem did.
@@ -76,6 +79,8 @@ type FS struct {
 
 	mu    sync.Mutex           // guards files
 	files map[string]*fileNode // nodes with local state (written, or uploading), by key
+
+	warmer *dirWarmer // nil unless DirPrefetch
 }
 
 // New builds the filesystem of source (whose keys under prefix form the
@@ -86,6 +91,9 @@ func New(source, prefix string, m *meta.Cache, s *cache.Store, f *prefetch.Fetch
 	}
 	fsys := &FS{meta: m, store: s, fetch: f, source: source, prefix: prefix, opts: opts, log: opts.Logger, mtime: time.Now(), files: map[string]*fileNode{}}
 	fsys.passthrough.Store(opts.Passthrough)
+	if opts.DirPrefetch {
+		fsys.warmer = newDirWarmer(fsys)
+	}
 	return fsys
 }
 

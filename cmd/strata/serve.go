@@ -142,6 +142,7 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 	fo.TTL = time.Duration(cfg.MetadataTTL)
 	fo.Passthrough = cfg.Passthrough != "off"
 	fo.RenameDirLimit = cfg.Write.RenameDirLimit
+	fo.DirPrefetch = cfg.DirPrefetch
 	fo.Logger = log
 	fo.Observe = opsObserver(s)
 	s.fsys = fs.New(s.be.String(), src.Prefix, s.meta, s.store, s.fetch, fo)

@@ -50,6 +50,7 @@ type Config struct {
 	ReadAheadKB  int    `yaml:"read-ahead-kb"`
 	Passthrough  string `yaml:"passthrough"`
 	IOEngine     string `yaml:"io-engine"`
+	DirPrefetch  bool   `yaml:"dir-prefetch"`
 
 	// Feature groups, each defined (with its defaults and checks) in its
 	// own file; their keys sit at the top level of a config file.
@@ -78,6 +79,7 @@ func Defaults() Config {
 		ReadAheadKB:  1024,
 		Passthrough:  "auto",
 		IOEngine:     "auto",
+		DirPrefetch:  true,
 		Write:        defaultWrite(),
 		Shared:       defaultShared(),
 		Ops:          defaultOps(),
