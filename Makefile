@@ -14,7 +14,7 @@ LDFLAGS := -X github.com/stratafs/strata/internal/config.Version=$(VERSION)
 
 TEST_TIMEOUT ?= 75m
 
-.PHONY: all build tools sysdeps test unit demo bench clean fmt vet
+.PHONY: all build tools sysdeps test unit clean fmt vet
 
 all: build
 
@@ -51,3 +51,8 @@ vet:
 
 clean:
 	rm -rf $(BIN)
+
+# Feature fragments: benchmark and demo, operations, reliability.
+-include integration/bench.mk
+-include integration/ops.mk
+-include integration/reliability.mk

@@ -159,6 +159,7 @@ func (s *Store) evictLoop() {
 		case <-s.evictCh:
 		case <-tick.C:
 			s.limits.Refresh()
+			s.flushTouches()
 		}
 		s.EvictNow()
 	}
@@ -257,16 +258,44 @@ func (s *Store) punchTail(id index.ID, n int64) int64 {
 	return freed
 }
 
+// flushTouches writes the batched last-access updates to the index.
+func (s *Store) flushTouches() {
+	s.touchMu.Lock()
+	batch := s.touched
+	s.touched = make(map[index.ID]index.ObjectRecord)
+	s.touchMu.Unlock()
+	if len(batch) == 0 {
+		return
+	}
+	if err := s.ix.PutObjects(batch); err != nil {
+		s.log.Warn("cache: saving last access", "err", err)
+	}
+}
+
+// sweepDelay holds the orphan sweep back after startup, so that it does not
+// compete for the disk with the first epoch of a restarted mount.
+var sweepDelay = 2 * time.Minute
+
 // sweepOrphanFiles removes cache files the index does not know (left by a
-// crash between forgetting an object and removing its file).
+// crash between forgetting an object and removing its file). It is
+// housekeeping: it starts late and goes slowly.
 func (s *Store) sweepOrphanFiles() {
 	defer s.wg.Done()
+	select {
+	case <-s.stop:
+		return
+	case <-time.After(sweepDelay):
+	}
 	root := filepath.Join(s.dir, "objects")
+	n := 0
 	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		select {
 		case <-s.stop:
 			return filepath.SkipAll
 		default:
+		}
+		if n++; n%256 == 0 {
+			time.Sleep(10 * time.Millisecond)
 		}
 		if err != nil || d.IsDir() {
 			return nil

@@ -172,7 +172,9 @@ func (st *objectState) load(k ObjectKey) error {
 	})
 }
 
-// touch records an access, persisting it at most once a minute.
+// touch records an access. The index learns of it at most once a minute
+// per object, in batches written in the background: an open must not wait
+// for a database write.
 func (st *objectState) touch() {
 	now := st.s.now().Unix()
 	st.lastAccess.Store(now)
@@ -182,9 +184,9 @@ func (st *objectState) touch() {
 	st.savedAcc.Store(now)
 	rec := st.rec
 	rec.LastAccess = now
-	if err := st.s.ix.PutObject(st.id, rec); err != nil {
-		st.s.log.Warn("cache: saving last access", "err", err)
-	}
+	st.s.touchMu.Lock()
+	st.s.touched[st.id] = rec
+	st.s.touchMu.Unlock()
 }
 
 // fd returns the cache file's descriptor, opening (and sizing) it first.

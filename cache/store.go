@@ -71,6 +71,9 @@ type Store struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
+	touchMu sync.Mutex                        // guards touched
+	touched map[index.ID]index.ObjectRecord // last-access updates not yet in the index
+
 	mu     sync.Mutex // guards states, idle, closed
 	states map[index.ID]*objectState
 	idle   *list.List // of *objectState with refs == 0, most recent at front
@@ -123,6 +126,7 @@ func Open(dir string, opts Options) (*Store, error) {
 		evictCh: make(chan struct{}, 1),
 		stop:    make(chan struct{}),
 		states:  make(map[index.ID]*objectState),
+		touched: make(map[index.ID]index.ObjectRecord),
 		idle:    list.New(),
 	}
 	if err := s.scanUsage(); err != nil {
@@ -196,6 +200,7 @@ func (s *Store) Close() error {
 	s.mu.Unlock()
 	close(s.stop)
 	s.wg.Wait()
+	s.flushTouches()
 	for _, st := range states {
 		st.closeFile()
 	}

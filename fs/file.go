@@ -87,7 +87,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	}
 	n.mu.Unlock()
 	if local {
-		return &fileHandle{n: n}, 0, 0
+		return &fileHandle{n: n}, fuse.FOPEN_NOFLUSH, 0
 	}
 	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: e.Version, Size: e.Size, MTime: e.MTime})
 	if err != nil {
@@ -117,14 +117,16 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	}
 	n.mu.Unlock()
 
+	// A read-only handle has nothing to flush: NOFLUSH spares close() a
+	// round trip to the daemon.
 	h := &fileHandle{n: n, obj: obj, pt: pt}
 	if pt {
 		f.stats.PassthroughOpens.Add(1)
-		return &passthroughHandle{h}, 0, 0
+		return &passthroughHandle{h}, fuse.FOPEN_NOFLUSH, 0
 	}
 	h.r = f.fetch.NewReader(obj)
 	// Each inode version is immutable: its page cache stays valid.
-	return h, fuse.FOPEN_KEEP_CACHE, 0
+	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 }
 
 // fileHandle serves one open file from userspace: from the cache (obj),

@@ -255,3 +255,18 @@ func (ix *Index) SetCurrentVersion(tag SrcTag, k string, id ID) error {
 	}
 	return nil
 }
+
+// PutObjects writes many records in one batch.
+func (ix *Index) PutObjects(recs map[ID]ObjectRecord) error {
+	wb := ix.db.NewWriteBatch()
+	defer wb.Cancel()
+	for id, rec := range recs {
+		if err := wb.Set(objectKey(id), MarshalObject(rec)); err != nil {
+			return fmt.Errorf("index: put objects: %w", err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("index: put objects: %w", err)
+	}
+	return nil
+}

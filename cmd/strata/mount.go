@@ -81,6 +81,7 @@ func runMount(cfg *config.Config, source, mountpoint string) error {
 	}
 
 	log := newLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
+	startDebug(log)
 	ready := readyPipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
