@@ -71,7 +71,7 @@ type Store struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
-	touchMu sync.Mutex                        // guards touched
+	touchMu sync.Mutex                      // guards touched
 	touched map[index.ID]index.ObjectRecord // last-access updates not yet in the index
 
 	mu     sync.Mutex // guards states, idle, closed
