@@ -122,7 +122,9 @@ func latencyPlot(res *Results, groups []chartGroup, systems []string, lat string
 			r, ok := res.find(func(x Row) bool {
 				return x.System == sys && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
 			})
-			local, okL := res.find(func(x Row) bool { return x.Role == RoleLocal && x.Workload == g.wl && x.Phase == g.phase })
+			local, okL := res.find(func(x Row) bool {
+				return x.Role == RoleLocal && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
+			})
 			if ok && okL {
 				v := math.Max(r.Rate/local.Rate, chartFloor)
 				vals[gi] = v - chartFloor

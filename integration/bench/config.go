@@ -87,6 +87,11 @@ type Config struct {
 	Timeout time.Duration
 	Verify  bool
 	Chart   bool
+	// Repeat runs warm phases (and every phase of cache-less systems)
+	// this many times and reports the median.
+	Repeat int
+	// RcloneFlags are added to every rclone mount.
+	RcloneFlags []string
 }
 
 // parseFlags reads the command line; environment variables give the
@@ -97,18 +102,23 @@ func parseFlags(args []string) (Config, error) {
 	wls := fs.String("workloads", envOr("STRATA_BENCH_WORKLOADS", strings.Join(workloadNames(), ",")), "comma-separated subset of "+strings.Join(workloadNames(), ","))
 	sys := fs.String("systems", envOr("STRATA_BENCH_SYSTEMS", strings.Join(systemNames(), ",")), "comma-separated subset of "+strings.Join(systemNames(), ","))
 	lats := fs.String("latencies", envOr("STRATA_BENCH_LATENCIES", "0ms,20ms"), "injected latencies per request (toxiproxy)")
-	work := fs.String("workdir", envOr("STRATA_BENCH_DIR", filepath.Join(os.TempDir(), "strata-bench")), "data, MinIO drive, caches and logs (data is reused across runs)")
+	work := fs.String("workdir", envOr("STRATA_BENCH_DIR", filepath.Join(os.TempDir(), "strata-bench.work")), "data, MinIO drive, caches and logs (data is reused across runs)")
 	out := fs.String("out", "bench-results", "directory for results.md, results.json and chart.png")
 	strataFlags := fs.String("strata-flags", "--metadata-ttl=indefinite", "flags added to every strata mount (space-separated)")
 	seed := fs.Uint64("seed", 1, "dataset and shuffle seed")
 	timeout := fs.Duration("timeout", 0, "limit per workload per system (default: 20m full, 5m otherwise)")
 	verify := fs.Bool("verify", false, "check the sha256 of every file read in the ImageFolder and WebDataset phases (costs CPU)")
 	chart := fs.Bool("chart", true, "write chart.png")
+	repeat := fs.Int("repeat", 3, "runs of each warm phase (and of every phase on local disk and the GET client); the median is reported")
+	rcloneFlags := fs.String("rclone-flags", "--use-server-modtime", "flags added to every rclone mount (space-separated); the default spares rclone a HEAD per file for the modification time")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	c := Config{WorkDir: *work, OutDir: *out, Seed: *seed, Bucket: "strata-bench", Verify: *verify, Chart: *chart,
-		StrataFlags: strings.Fields(*strataFlags)}
+		StrataFlags: strings.Fields(*strataFlags), RcloneFlags: strings.Fields(*rcloneFlags), Repeat: *repeat}
+	if c.Repeat < 1 {
+		return c, fmt.Errorf("-repeat must be at least 1")
+	}
 	var ok bool
 	if c.Scale, ok = scales[*scale]; !ok {
 		return c, fmt.Errorf("unknown scale %q (full, quick, tiny)", *scale)

@@ -36,29 +36,30 @@ func (w imageFolder) RunFS(ctx context.Context, p *Phases, fs FS) error {
 	e := p.Env()
 	s := e.Cfg.Scale
 	entries := e.Manifest.Under(w.Prefix(s))
-	epoch := func(n uint64) func(context.Context) (workload.Summary, error) {
-		return func(ctx context.Context) (workload.Summary, error) {
+	// Every epoch (and repetition) has its own shuffle.
+	epoch := func(n uint64) phaseFunc {
+		return func(ctx context.Context, rep int) (workload.Summary, error) {
 			return workload.ReadFiles(ctx, workload.ReadOpts{Root: fs.Root(), StripPrefix: w.Prefix(s),
-				Entries: entries, Procs: s.ImageProcs, BufSize: 128 << 10, Shuffle: e.Cfg.Seed*100 + n,
+				Entries: entries, Procs: s.ImageProcs, BufSize: 128 << 10, Shuffle: e.Cfg.Seed*1000 + n*10 + uint64(rep),
 				Verify: e.Cfg.Verify, MaxDuration: p.Cap()})
 		}
 	}
-	if err := p.Measure(ctx, phaseCold, fs, perSecond, epoch(1)); err != nil {
+	if err := p.Cold(ctx, phaseCold, fs, perSecond, epoch(1)); err != nil {
 		return err
 	}
-	if err := p.Measure(ctx, phaseWarm, fs, perSecond, epoch(2)); err != nil {
+	if err := p.Warm(ctx, phaseWarm, fs, perSecond, epoch(2)); err != nil {
 		return err
 	}
 	if err := fs.Restart(ctx); err != nil {
 		return fmt.Errorf("restart: %w", err)
 	}
-	return p.Measure(ctx, phaseRestart, fs, perSecond, epoch(3))
+	return p.Cold(ctx, phaseRestart, fs, perSecond, epoch(3))
 }
 
 func (w imageFolder) RunClient(ctx context.Context, p *Phases, g *workload.GetClient) error {
 	e := p.Env()
 	entries := e.Manifest.Under(w.Prefix(e.Cfg.Scale))
-	return p.Measure(ctx, phaseCold, nil, perSecond, func(ctx context.Context) (workload.Summary, error) {
+	return p.Cold(ctx, phaseCold, nil, perSecond, func(ctx context.Context, _ int) (workload.Summary, error) {
 		return g.GetObjects(ctx, entries, e.Cfg.Scale.ImageProcs)
 	})
 }

@@ -24,21 +24,21 @@ func (listing) AddData(d *workload.Dataset, s Scale) { d.Listing = &s.Listing }
 func (listing) Prefix(s Scale) string                { return s.Listing.Prefix }
 
 func (w listing) RunFS(ctx context.Context, p *Phases, fs FS) error {
-	walk := func(ctx context.Context) (workload.Summary, error) {
+	walk := func(ctx context.Context, _ int) (workload.Summary, error) {
 		return workload.Walk(ctx, fs.Root(), p.Cap())
 	}
-	if err := p.Measure(ctx, "first listing", fs, perSecond, walk); err != nil {
+	if err := p.Cold(ctx, "first listing", fs, perSecond, walk); err != nil {
 		return err
 	}
 	if err := fs.Restart(ctx); err != nil {
 		return fmt.Errorf("remount: %w", err)
 	}
-	return p.Measure(ctx, "after remount", fs, perSecond, walk)
+	return p.Cold(ctx, "after remount", fs, perSecond, walk)
 }
 
 func (w listing) RunClient(ctx context.Context, p *Phases, g *workload.GetClient) error {
 	prefix := w.Prefix(p.Env().Cfg.Scale) + "/"
-	return p.Measure(ctx, "first listing", nil, perSecond, func(ctx context.Context) (workload.Summary, error) {
+	return p.Cold(ctx, "first listing", nil, perSecond, func(ctx context.Context, _ int) (workload.Summary, error) {
 		return g.List(ctx, prefix)
 	})
 }

@@ -43,6 +43,8 @@ type Run struct {
 	Versions map[string]string
 	Commands map[string]string // system -> a mount command it used
 	Args     []string
+	// LoadStart and LoadEnd are the load averages around the run.
+	LoadStart, LoadEnd string
 }
 
 // run sets up, measures every selected workload on every available
@@ -50,7 +52,8 @@ type Run struct {
 // progress. On cancellation it still reports what was measured.
 func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error) {
 	r := &Run{Cfg: cfg, Results: &Results{}, Started: time.Now(), Skipped: map[string]string{},
-		Versions: map[string]string{}, Commands: map[string]string{}, Args: os.Args[1:]}
+		Versions: map[string]string{}, Commands: map[string]string{}, Args: os.Args[1:],
+		LoadStart: workload.LoadAverage()}
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(progress, "[%6s] %s\n", time.Since(r.Started).Round(time.Second), fmt.Sprintf(format, args...))
 	}
@@ -88,31 +91,21 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 
 	runErr := r.measureAll(ctx, env, systems, wls, logf)
 	r.Elapsed = time.Since(r.Started)
+	r.LoadEnd = workload.LoadAverage()
 	if err := r.writeReport(out); err != nil {
 		return r, errors.Join(runErr, err)
 	}
 	return r, runErr
 }
 
-// measureAll runs latency-free systems once, then every other system at
-// every latency.
+// measureAll runs, at every latency and for every workload, each system in
+// turn (local disk first): rows that are compared are measured close in
+// time, which matters on a machine whose load drifts. Latency-free
+// systems (local disk) are measured again in every latency block.
 func (r *Run) measureAll(ctx context.Context, env *Env, systems []System, wls []Workload, logf func(string, ...any)) error {
-	for _, s := range systems {
-		if !s.LatencyFree {
-			continue
-		}
-		for _, w := range wls {
-			if err := r.measure(ctx, env, w, s, Latency{}, "-", logf); err != nil {
-				return err
-			}
-		}
-	}
 	for _, lat := range env.Lats {
-		for _, s := range systems {
-			if s.LatencyFree {
-				continue
-			}
-			for _, w := range wls {
+		for _, w := range wls {
+			for _, s := range systems {
 				if err := r.measure(ctx, env, w, s, lat, lat.Name(), logf); err != nil {
 					return err
 				}
@@ -135,9 +128,6 @@ func (r *Run) measure(ctx context.Context, env *Env, w Workload, s System, lat L
 		err = w.RunClient(wctx, p, g)
 	} else {
 		tag := fmt.Sprintf("%s-%s-%s", latName, s.Name, w.Name())
-		if latName == "-" {
-			tag = s.Name + "-" + w.Name()
-		}
 		var fs FS
 		fs, err = s.Open(wctx, env, w.Prefix(env.Cfg.Scale), lat, tag)
 		if err == nil {

@@ -33,14 +33,14 @@ func sizeName(n int) string { return workload.FormatSize(int64(n)) }
 func (w random) RunFS(ctx context.Context, p *Phases, fs FS) error {
 	e := p.Env()
 	s := e.Cfg.Scale
-	preads := func(size, count int, seed uint64) func(context.Context) (workload.Summary, error) {
-		return func(ctx context.Context) (workload.Summary, error) {
+	preads := func(size, count int, seed uint64) phaseFunc {
+		return func(ctx context.Context, rep int) (workload.Summary, error) {
 			path, _, err := bigFilePath(fs.Root(), e)
 			if err != nil {
 				return workload.Summary{}, err
 			}
 			return workload.RandomReads(ctx, workload.PreadOpts{Path: path, Procs: s.RandProcs, Count: count,
-				Size: size, Seed: e.Cfg.Seed*100 + seed, MaxDuration: p.Cap()})
+				Size: size, Seed: e.Cfg.Seed*1000 + seed*10 + uint64(rep), MaxDuration: p.Cap()})
 		}
 	}
 	// Each cold phase starts from an empty cache.
@@ -50,7 +50,7 @@ func (w random) RunFS(ctx context.Context, p *Phases, fs FS) error {
 				return fmt.Errorf("fresh mount: %w", err)
 			}
 		}
-		if err := p.Measure(ctx, "cold "+sizeName(size), fs, perSecond, preads(size, s.RandColdOps, uint64(1+i))); err != nil {
+		if err := p.Cold(ctx, "cold "+sizeName(size), fs, perSecond, preads(size, s.RandColdOps, uint64(1+i))); err != nil {
 			return err
 		}
 	}
@@ -66,9 +66,9 @@ func (w random) RunFS(ctx context.Context, p *Phases, fs FS) error {
 	if err != nil {
 		return fmt.Errorf("fill %s: %w", path, err)
 	}
-	p.Progress("%-22s %s (%s)", "fill (untimed row)", fill, time.Since(t0).Round(time.Millisecond))
+	p.Progress("%-22s %s (%s)", "fill (untimed)", fill, time.Since(t0).Round(time.Millisecond))
 	for i, size := range randomSizes {
-		if err := p.Measure(ctx, "warm "+sizeName(size), fs, perSecond, preads(size, s.RandWarmOps, uint64(10+i))); err != nil {
+		if err := p.Warm(ctx, "warm "+sizeName(size), fs, perSecond, preads(size, s.RandWarmOps, uint64(10+i))); err != nil {
 			return err
 		}
 	}
@@ -83,8 +83,8 @@ func (w random) RunClient(ctx context.Context, p *Phases, g *workload.GetClient)
 		return err
 	}
 	for i, size := range randomSizes {
-		err := p.Measure(ctx, "cold "+sizeName(size), nil, perSecond, func(ctx context.Context) (workload.Summary, error) {
-			return g.RandomRanges(ctx, entry.Path, entry.Size, size, s.RandColdOps, s.RandProcs, e.Cfg.Seed*100+uint64(1+i), p.Cap())
+		err := p.Cold(ctx, "cold "+sizeName(size), nil, perSecond, func(ctx context.Context, rep int) (workload.Summary, error) {
+			return g.RandomRanges(ctx, entry.Path, entry.Size, size, s.RandColdOps, s.RandProcs, e.Cfg.Seed*1000+uint64(1+i)*10+uint64(rep), p.Cap())
 		})
 		if err != nil {
 			return err

@@ -63,9 +63,10 @@ func (r *Run) markdown(w io.Writer) {
 	fmt.Fprintf(w, "## Strata benchmark (%s scale)\n\n", r.Cfg.Scale.Name)
 	fmt.Fprintf(w, "- command: `strata-bench %s`\n", strings.Join(r.Args, " "))
 	fmt.Fprintf(w, "- machine: %s\n", r.machine())
-	fmt.Fprintf(w, "- run: %s, took %s\n", r.Started.Format(time.RFC3339), r.Elapsed.Round(time.Second))
+	fmt.Fprintf(w, "- run: %s, took %s; load average %s at the start, %s at the end (other work on the machine skews figures)\n",
+		r.Started.Format(time.RFC3339), r.Elapsed.Round(time.Second), r.LoadStart, r.LoadEnd)
 	fmt.Fprintln(w, "- server: one MinIO on the same machine; latency injected per response by toxiproxy (0 ms = the proxy alone)")
-	fmt.Fprintln(w, "- method: every phase starts with the page cache dropped (`echo 3 > /proc/sys/vm/drop_caches`); cold = empty client cache, warm = cache filled by the previous phase; readers are separate processes; MB = 10^6 bytes; p50/p99 per file (per pread, per directory for listings)")
+	fmt.Fprintf(w, "- method: every phase starts with the page cache dropped (`echo 3 > /proc/sys/vm/drop_caches`); cold = empty client cache, warm = cache filled by the previous phase; warm phases (and all phases of local disk and the GET client) run %d times and the median run is shown; readers are separate processes; MB = 10^6 bytes; p50/p99 per file (per pread, per directory for listings)\n", r.Cfg.Repeat)
 	if r.Env != nil {
 		for _, n := range r.Env.Notes {
 			fmt.Fprintf(w, "- note: %s\n", n)

@@ -8,7 +8,8 @@ import (
 type Row struct {
 	Workload string `json:"workload"`
 	Phase    string `json:"phase"`
-	// Latency is "0ms", "20ms", or "-" for latency-free systems.
+	// Latency is the block the row was measured in ("0ms", "20ms"); local
+	// disk rows are measured in every block, without the network.
 	Latency string `json:"latency"`
 	System  string `json:"system"`
 	Role    Role   `json:"role"`
@@ -44,10 +45,11 @@ func (res *Results) find(match func(Row) bool) (Row, bool) {
 	return Row{}, false
 }
 
-// Local is the local-disk row of the same workload and phase.
+// Local is the local-disk row of the same workload and phase, measured in
+// the same latency block.
 func (res *Results) Local(r Row) (Row, bool) {
 	return res.find(func(x Row) bool {
-		return x.Role == RoleLocal && x.Workload == r.Workload && x.Phase == r.Phase
+		return x.Role == RoleLocal && x.Workload == r.Workload && x.Phase == r.Phase && x.Latency == r.Latency
 	})
 }
 
@@ -77,8 +79,7 @@ func (res *Results) Reference(r Row) (Row, bool) {
 // latency.
 func (res *Results) System(r Row, name, phase string) (Row, bool) {
 	return res.find(func(x Row) bool {
-		return x.System == name && x.Workload == r.Workload && x.Phase == phase &&
-			(x.Latency == r.Latency || x.Role == RoleLocal)
+		return x.System == name && x.Workload == r.Workload && x.Phase == phase && x.Latency == r.Latency
 	})
 }
 

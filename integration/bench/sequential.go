@@ -27,23 +27,23 @@ func (w sequential) RunFS(ctx context.Context, p *Phases, fs FS) error {
 	e := p.Env()
 	s := e.Cfg.Scale
 	entries := e.Manifest.Under(w.Prefix(s))
-	pass := func(n uint64) func(context.Context) (workload.Summary, error) {
-		return func(ctx context.Context) (workload.Summary, error) {
+	pass := func(n uint64) phaseFunc {
+		return func(ctx context.Context, rep int) (workload.Summary, error) {
 			return workload.ReadFiles(ctx, workload.ReadOpts{Root: fs.Root(), StripPrefix: w.Prefix(s),
-				Entries: entries, Procs: s.ShardProcs, BufSize: 1 << 20, Shuffle: e.Cfg.Seed*100 + n,
+				Entries: entries, Procs: s.ShardProcs, BufSize: 1 << 20, Shuffle: e.Cfg.Seed*1000 + n*10 + uint64(rep),
 				Verify: e.Cfg.Verify, MaxDuration: p.Cap()})
 		}
 	}
-	if err := p.Measure(ctx, "cold", fs, mbPerSecond, pass(1)); err != nil {
+	if err := p.Cold(ctx, "cold", fs, mbPerSecond, pass(1)); err != nil {
 		return err
 	}
-	return p.Measure(ctx, "warm", fs, mbPerSecond, pass(2))
+	return p.Warm(ctx, "warm", fs, mbPerSecond, pass(2))
 }
 
 func (w sequential) RunClient(ctx context.Context, p *Phases, g *workload.GetClient) error {
 	e := p.Env()
 	entries := e.Manifest.Under(w.Prefix(e.Cfg.Scale))
-	return p.Measure(ctx, "cold", nil, mbPerSecond, func(ctx context.Context) (workload.Summary, error) {
+	return p.Cold(ctx, "cold", nil, mbPerSecond, func(ctx context.Context, _ int) (workload.Summary, error) {
 		return g.GetObjects(ctx, entries, e.Cfg.Scale.ShardProcs)
 	})
 }

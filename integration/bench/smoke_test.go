@@ -53,7 +53,7 @@ func smoke(t *testing.T, systems, latencies string) (*Run, string) {
 	needTools(t, "minio", "toxiproxy-server")
 	dir := t.TempDir()
 	cfg, err := parseFlags([]string{"-scale", "tiny", "-systems", systems, "-latencies", latencies,
-		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify"})
+		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify", "-repeat", "2"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,8 +101,8 @@ func TestSmokeBaselines(t *testing.T) {
 			t.Errorf("empty row %+v", row)
 		}
 	}
-	// local: 3 + 2 + 4 + 2 phases; get: 1 + 1 + 2 + 1 per latency.
-	if want["local"] != 11 || want["get"] != 10 {
+	// Per latency, local: 3 + 2 + 4 + 2 phases; get: 1 + 1 + 2 + 1.
+	if want["local"] != 22 || want["get"] != 10 {
 		t.Errorf("rows per system: %v\n%s", want, out)
 	}
 	for _, s := range []string{"### ImageFolder", "### WebDataset", "### Random access", "### Listing", "machine:"} {

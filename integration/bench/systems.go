@@ -30,8 +30,6 @@ const (
 type System struct {
 	Name string
 	Role Role
-	// LatencyFree systems do not touch the network and run once.
-	LatencyFree bool
 	// Client systems are not filesystems: workloads run their
 	// RunClient instead (nil Open).
 	Client bool
@@ -64,13 +62,13 @@ type FS interface {
 func allSystems(cfg Config) []System {
 	strata := &workload.Strata{Flags: cfg.StrataFlags}
 	return []System{
-		{Name: "local", Role: RoleLocal, LatencyFree: true,
+		{Name: "local", Role: RoleLocal,
 			Version: func(context.Context) string { return "the dataset's source directory" },
 			Open: func(_ context.Context, e *Env, prefix string, _ Latency, _ string) (FS, error) {
 				return localFS{root: filepath.Join(e.DataDir, prefix)}, nil
 			}},
 		mountSystem(strata, RoleSubject, strata.Available, strata.Version, true),
-		mountSystem(&workload.Rclone{}, RolePeer, nil, (&workload.Rclone{}).Version, false),
+		mountSystem(&workload.Rclone{Flags: cfg.RcloneFlags}, RolePeer, nil, (&workload.Rclone{}).Version, false),
 		mountSystem(&workload.S3fs{}, RolePeer, nil, (&workload.S3fs{}).Version, false),
 		{Name: "get", Role: RoleReference, Client: true,
 			Version: func(context.Context) string {

@@ -17,14 +17,14 @@ type Section struct {
 }
 
 // sections groups rows by workload (in allWorkloads order) and orders each
-// group by phase (first seen), latency (local first, then as configured)
-// and system (allSystems order).
+// group by phase (first seen), latency (as configured) and system
+// (allSystems order: local disk first).
 func sections(res *Results, cfg Config) []Section {
 	sysOrder := map[string]int{}
 	for i, s := range allSystems(cfg) {
 		sysOrder[s.Name] = i
 	}
-	latOrder := map[string]int{"-": -1}
+	latOrder := map[string]int{}
 	for i, l := range cfg.Latencies {
 		latOrder[Latency{Delay: l}.Name()] = i
 	}

@@ -18,12 +18,12 @@ func row(wl, phase, lat, sys string, role Role, rate float64) Row {
 func sample() *Results {
 	res := &Results{}
 	res.Add(
-		row("imagefolder", phaseCold, "-", "local", RoleLocal, 10000),
+		row("imagefolder", phaseCold, "20ms", "local", RoleLocal, 10000),
 		row("imagefolder", phaseCold, "20ms", "strata", RoleSubject, 600),
 		row("imagefolder", phaseCold, "20ms", "rclone", RolePeer, 100),
 		row("imagefolder", phaseCold, "20ms", "s3fs", RolePeer, 150),
 		row("imagefolder", phaseCold, "20ms", "get", RoleReference, 400),
-		row("imagefolder", phaseWarm, "-", "local", RoleLocal, 10000),
+		row("imagefolder", phaseWarm, "20ms", "local", RoleLocal, 10000),
 		row("imagefolder", phaseWarm, "20ms", "strata", RoleSubject, 9000),
 		row("imagefolder", phaseWarm, "20ms", "rclone", RolePeer, 1000),
 		Row{Workload: "imagefolder", Phase: phaseWarm, Latency: "20ms", System: "s3fs", Role: RolePeer, Err: "boom | bad"},
@@ -119,7 +119,7 @@ func TestTable(t *testing.T) {
 		}
 	}
 	// Local rows come first within a phase, then systems in their order.
-	if !strings.HasPrefix(lines[4], "| cold (epoch 1) | - | local |") || !strings.Contains(lines[8], "| get |") {
+	if !strings.HasPrefix(lines[4], "| cold (epoch 1) | 20ms | local |") || !strings.Contains(lines[8], "| get |") {
 		t.Errorf("order:\n%s", out)
 	}
 }

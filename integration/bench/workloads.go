@@ -1,8 +1,10 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -59,37 +61,71 @@ type rateFunc func(workload.Summary) float64
 func perSecond(s workload.Summary) float64   { return s.OpsPerSec() }
 func mbPerSecond(s workload.Summary) float64 { return s.MBps() }
 
-// Measure runs one timed phase: the page cache is dropped first, cache
-// counters (strata) are read around it, and a row is recorded, also on
-// failure (the error is returned so the workload stops on this system).
-func (p *Phases) Measure(ctx context.Context, phase string, fs FS, rate rateFunc, fn func(context.Context) (workload.Summary, error)) error {
-	p.env.Drop()
+// phaseFunc does one timed run of a phase; rep counts repetitions from 0
+// (a new shuffle per repetition, say).
+type phaseFunc func(ctx context.Context, rep int) (workload.Summary, error)
+
+// Cold measures a phase that depends on the client's cache being empty:
+// it runs once, except on systems without a cache (local disk, the GET
+// client), where it is repeated like a warm phase.
+func (p *Phases) Cold(ctx context.Context, phase string, fs FS, rate rateFunc, fn phaseFunc) error {
+	n := 1
+	if p.sys.Role == RoleLocal || p.sys.Role == RoleReference {
+		n = p.env.Cfg.Repeat
+	}
+	return p.measure(ctx, phase, fs, rate, n, fn)
+}
+
+// Warm measures a phase that leaves the state it found (a warm cache): it
+// is repeated Config.Repeat times and the median run is reported.
+func (p *Phases) Warm(ctx context.Context, phase string, fs FS, rate rateFunc, fn phaseFunc) error {
+	return p.measure(ctx, phase, fs, rate, p.env.Cfg.Repeat, fn)
+}
+
+// measure runs a phase n times, each with the page cache dropped first,
+// reads cache counters (strata) around the runs, and records one row with
+// the median run, also on failure (the error is returned so that the
+// workload stops on this system).
+func (p *Phases) measure(ctx context.Context, phase string, fs FS, rate rateFunc, n int, fn phaseFunc) error {
+	n = max(n, 1)
 	var before *workload.CacheStats
 	if fs != nil {
 		before, _ = fs.Stats(ctx, time.Now())
 	}
-	s, err := fn(ctx)
-	row := Row{Workload: p.wl.Name(), Phase: phase, Latency: p.lat, System: p.sys.Name, Role: p.sys.Role,
-		Unit: p.wl.Unit(), Summary: s}
-	if err != nil {
-		row.Err = err.Error()
-		p.rows = append(p.rows, row)
-		p.logf("  %-8s %-5s %-22s FAILED: %v", p.sys.Name, p.lat, phase, err)
-		return fmt.Errorf("%s %s: %w", p.wl.Name(), phase, err)
+	row := Row{Workload: p.wl.Name(), Phase: phase, Latency: p.lat, System: p.sys.Name, Role: p.sys.Role, Unit: p.wl.Unit()}
+	var runs []workload.Summary
+	var read int64
+	for i := 0; i < n; i++ {
+		p.env.Drop()
+		s, err := fn(ctx, i)
+		if err != nil {
+			row.Summary = s
+			row.Err = err.Error()
+			p.rows = append(p.rows, row)
+			p.logf("  %-8s %-5s %-22s FAILED: %v", p.sys.Name, p.lat, phase, err)
+			return fmt.Errorf("%s %s: %w", p.wl.Name(), phase, err)
+		}
+		runs = append(runs, s)
+		read += s.Bytes
 	}
-	row.Rate = rate(s)
+	slices.SortStableFunc(runs, func(a, b workload.Summary) int { return cmp.Compare(rate(a), rate(b)) })
+	row.Summary = runs[len(runs)/2]
+	row.Rate = rate(row.Summary)
+	if n > 1 {
+		row.Note = fmt.Sprintf("median of %d (%s–%s)", n, formatRate(rate(runs[0])), formatRate(rate(runs[n-1])))
+	}
 	if fs != nil && before != nil {
 		if after, err := fs.Stats(ctx, time.Now()); err == nil && after != nil {
-			row.Note = cacheNote(after.Sub(*before), s.Bytes)
+			row.Note = joinNote(row.Note, cacheNote(after.Sub(*before), read))
 		} else if err != nil {
-			row.Note = "stats: " + err.Error()
+			row.Note = joinNote(row.Note, "stats: "+err.Error())
 		}
 	}
-	if s.Truncated {
+	if row.Summary.Truncated {
 		row.Note = joinNote(row.Note, fmt.Sprintf("stopped at the %s cap", p.env.Cfg.Scale.PhaseCap))
 	}
 	p.rows = append(p.rows, row)
-	p.logf("  %-8s %-5s %-22s %10.1f %-9s %s", p.sys.Name, p.lat, phase, row.Rate, row.Unit, s)
+	p.logf("  %-8s %-5s %-22s %10.1f %-9s %s", p.sys.Name, p.lat, phase, row.Rate, row.Unit, row.Summary)
 	return nil
 }
 

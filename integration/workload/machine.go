@@ -119,3 +119,14 @@ func readTrim(p string) string {
 	}
 	return strings.TrimSpace(string(b))
 }
+
+// LoadAverage returns the 1-, 5- and 15-minute load averages as
+// /proc/loadavg prints them ("?" if unreadable): other work on the machine
+// skews every figure, and reports should say how busy it was.
+func LoadAverage() string {
+	f := strings.Fields(readTrim("/proc/loadavg"))
+	if len(f) < 3 {
+		return "?"
+	}
+	return strings.Join(f[:3], " ")
+}
