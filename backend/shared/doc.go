@@ -67,8 +67,9 @@
 //
 // # Locks
 //
-// breaker.mu, assembler.mu and Tier.badMu are leaves: none is held while
-// taking another, and none across I/O. A reader is used by one goroutine;
+// breaker.mu, writer.mu, assembler.mu and Tier.badMu are leaves: none is
+// held while taking another, and none across I/O (writer.mu covers only a
+// non-blocking send on the job queue). A reader is used by one goroutine;
 // its lookups run in goroutines that hand their result over by closing a
 // channel.
 package shared
