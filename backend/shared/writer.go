@@ -40,6 +40,9 @@ type writer struct {
 	jobs  chan *job
 	asm   *assembler // nil with one block per group
 	stop  chan struct{}
+	// stopped is set when close begins: blocks read after that are not
+	// taken (the janitor is gone; nothing would sweep their groups).
+	stopped atomic.Bool
 
 	ctx    context.Context // cancelled when the drain deadline passes
 	cancel context.CancelFunc
@@ -75,7 +78,7 @@ func (w *writer) acquire() []byte {
 	}
 	st := &w.t.stats
 	n := w.t.layout.BlockSize
-	if !w.t.brk.closed() {
+	if w.stopped.Load() || !w.t.brk.closed() {
 		st.WritesDropped.Add(1)
 		return nil
 	}
@@ -190,6 +193,7 @@ func (w *writer) janitor() {
 // close flushes what can still be written and waits for the queue to
 // drain, at most DrainTimeout; writes still queued then are dropped.
 func (w *writer) close() {
+	w.stopped.Store(true)
 	close(w.stop)
 	if w.asm != nil {
 		for _, j := range w.asm.sweep(true) {
