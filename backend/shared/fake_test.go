@@ -26,7 +26,8 @@ type memStore struct {
 	vers    map[string]string
 	latency time.Duration // before a GET or PUT answers
 	down    bool          // every request fails with ErrUnavailable
-	putGate chan struct{} // when set, Put waits for a receive... or ctx
+	putGate chan struct{} // when set, Put waits for it to close (or ctx)
+	stall   bool          // GET bodies send nothing until ctx ends
 
 	gets, puts, stats atomic.Int64
 	getBytes          atomic.Int64
@@ -86,7 +87,24 @@ func (m *memStore) ReadRange(ctx context.Context, key, version string, off, n in
 		return nil, fmt.Errorf("mem: get %s: range past the end: %w", key, io.ErrUnexpectedEOF)
 	}
 	m.getBytes.Add(n)
+	if m.stalled() {
+		return io.NopCloser(stallReader{ctx}), nil
+	}
 	return io.NopCloser(bytes.NewReader(bytes.Clone(b[off : off+n]))), nil
+}
+
+func (m *memStore) stalled() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stall
+}
+
+// stallReader is a body that sends nothing until its request is cancelled.
+type stallReader struct{ ctx context.Context }
+
+func (s stallReader) Read([]byte) (int, error) {
+	<-s.ctx.Done()
+	return 0, s.ctx.Err()
 }
 
 func (m *memStore) Put(ctx context.Context, key string, r io.ReaderAt, size int64, _ backend.PutOptions) (backend.ObjectInfo, error) {

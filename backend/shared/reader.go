@@ -7,8 +7,6 @@ import (
 	"io"
 	"sync/atomic"
 	"time"
-
-	"github.com/stratafs/strata/backend"
 )
 
 var (
@@ -29,6 +27,7 @@ type segment struct {
 	cancel   context.CancelFunc
 	timer    *time.Timer // bounds the headers, then each record (cancels the GET)
 	timedOut atomic.Bool
+	dropped  atomic.Bool // cancelled by the reader, which gave up the tier
 }
 
 // reader serves one ReadRange: blocks [first, end) of one object version.
@@ -52,6 +51,7 @@ type reader struct {
 	orgEnd int64
 	wbuf   []byte // copy of origin block cur for the writer
 	wtried bool   // wbuf was asked for, for block cur
+	noTier bool   // the tier failed during this read: the rest comes from the origin
 	err    error  // sticky
 	closed bool
 }
@@ -103,61 +103,6 @@ func (r *reader) fill() {
 func (r *reader) segIndex(b int64) int {
 	l := r.t.layout
 	return int(l.Group(b) - l.Group(r.first))
-}
-
-// launch starts the lookup of s.
-func (r *reader) launch(s *segment) {
-	s.launched = true
-	if !s.probe && !r.t.brk.closed() {
-		s.err = errSkipped
-		close(s.done)
-		return
-	}
-	ctx, cancel := context.WithCancel(r.ctx)
-	s.cancel = cancel
-	s.timer = time.AfterFunc(r.t.opts.Timeout, func() { s.timedOut.Store(true); cancel() })
-	name := r.t.keys.Object(r.id, s.group)
-	off, n := r.t.layout.Span(s.from, s.to, r.blockLen(s.to))
-	go func() {
-		defer close(s.done)
-		start := time.Now()
-		body, err := r.t.store.ReadRange(ctx, name, "", off, n)
-		fired := !s.timer.Stop()
-		r.t.stats.Shared.Requests.Add(1)
-		r.t.stats.Shared.Latency.Observe(time.Since(start))
-		if fired && s.timedOut.Load() {
-			if err == nil {
-				body.Close()
-			}
-			body, err = nil, r.t.timeoutErr(name)
-		}
-		s.body, s.err = body, err
-		if err != nil {
-			r.lookupFailed(s, name, err)
-		} else {
-			r.t.brk.success(s.probe)
-		}
-	}()
-}
-
-// lookupFailed classifies a lookup without a body.
-func (r *reader) lookupFailed(s *segment, name string, err error) {
-	switch {
-	case errors.Is(err, backend.ErrNotExist):
-		r.t.brk.success(s.probe)
-	case errors.Is(err, io.ErrUnexpectedEOF) && !errors.Is(err, backend.ErrUnavailable):
-		// The range runs past the object: a truncated entry.
-		r.t.brk.success(s.probe)
-		r.t.badEntry(r, s.group, name, err)
-	case r.ctx.Err() != nil && !s.timedOut.Load():
-		r.t.brk.abandon(s.probe) // the caller gave up; says nothing of the tier
-	default:
-		r.t.tierFailed(s.probe, name, err)
-	}
-}
-
-func (t *Tier) timeoutErr(name string) error {
-	return fmt.Errorf("shared: %s: no answer within %s: %w", name, t.opts.Timeout, context.DeadlineExceeded)
 }
 
 // Read implements io.Reader.
@@ -238,26 +183,6 @@ func (r *reader) fromTier(p []byte) (int, bool) {
 	}
 	r.buf, r.off = dst, int64(copy(p, dst))
 	return int(r.off), true
-}
-
-// recordFailed ends s's use after a record could not be read or checked:
-// its remaining blocks come from the origin.
-func (r *reader) recordFailed(s *segment, err error, timedOut bool) {
-	s.body.Close()
-	s.body, s.err = nil, err
-	s.cancel()
-	name := r.t.keys.Object(r.id, s.group)
-	switch {
-	case timedOut:
-		r.t.tierFailed(false, name, r.t.timeoutErr(name))
-	case r.ctx.Err() != nil:
-	case errors.Is(err, ErrBadRecord),
-		(errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF)) && !errors.Is(err, backend.ErrUnavailable):
-		r.t.brk.success(false)
-		r.t.badEntry(r, s.group, name, err)
-	default:
-		r.t.tierFailed(false, name, err)
-	}
 }
 
 // openRun opens one origin GET from block cur through every following

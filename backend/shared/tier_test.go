@@ -6,7 +6,6 @@ import (
 	"errors"
 	"io"
 	"testing"
-	"time"
 
 	"github.com/stratafs/strata/backend"
 )
@@ -198,78 +197,6 @@ func TestBadEntriesAreMissesAndRepaired(t *testing.T) {
 	}
 }
 
-func TestTierDownOrSlowNeverFailsOrStallsReads(t *testing.T) {
-	for _, c := range []struct {
-		name  string
-		spoil func(*memStore)
-	}{
-		{"unavailable", func(s *memStore) { s.down = true }},
-		{"slower than the timeout", func(s *memStore) { s.latency = 5 * time.Second }},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			data := payload(6, 8*bs)
-			org := newOrigin(t, map[string][]byte{"k": data})
-			store := newMemStore("mem://tier")
-			o := testOptions()
-			o.BreakerCooldown = time.Hour
-			o.ReadOnly = true // failed writes would count too; writer_test covers them
-			v := org.version("k")
-			store.set(func() { c.spoil(store) })
-			tier := newTier(t, org, store, o)
-			start := time.Now()
-			for i := range 10 {
-				got, err := readAll(t, tier.Backend(), "k", v, int64(i%8)*bs, bs, 0)
-				if err != nil || !bytes.Equal(got, data[(i%8)*bs:(i%8+1)*bs]) {
-					t.Fatalf("read %d: %v", i, err)
-				}
-			}
-			// Three failures open the breaker (each costs at most the
-			// timeout); the seven reads after it never touch the tier.
-			if el := time.Since(start); el > 3*o.Timeout+time.Second {
-				t.Fatalf("10 reads took %s", el)
-			}
-			s := tier.Stats().Snapshot()
-			if s.BreakerTrips != 1 || !s.BreakerOpen || s.Shared.Requests != 3 || s.BypassedBlocks != 7 || s.MissBlocks != 3 {
-				t.Fatalf("%+v", s)
-			}
-		})
-	}
-}
-
-func TestBreakerProbesAndRecovers(t *testing.T) {
-	data := payload(7, 2*bs)
-	org := newOrigin(t, map[string][]byte{"k": data})
-	store := newMemStore("mem://tier")
-	o := testOptions()
-	o.BreakerCooldown = 100 * time.Millisecond
-	v := org.version("k")
-	tier := newTier(t, org, store, o)
-	tier.MarkDown(errors.New("down at mount"))
-	if got, err := readAll(t, tier.Backend(), "k", v, 0, 2*bs, 0); err != nil || !bytes.Equal(got, data) {
-		t.Fatal(err)
-	}
-	if s := tier.Stats().Snapshot(); s.Shared.Requests != 0 || s.BypassedBlocks != 2 {
-		t.Fatalf("open breaker let a read through: %+v", s)
-	}
-	time.Sleep(150 * time.Millisecond)
-	if got, err := readAll(t, tier.Backend(), "k", v, 0, 2*bs, 0); err != nil || !bytes.Equal(got, data) {
-		t.Fatal(err)
-	}
-	s := tier.Stats().Snapshot()
-	// The probe's read looks up its first group, and the second only if
-	// the probe has already closed the breaker when it is launched.
-	if s.BreakerOpen || s.Shared.Requests < 1 || s.Shared.Requests > 2 {
-		t.Fatalf("probe did not close the breaker: %+v", s)
-	}
-	// Everything is back: lookups of every group resume.
-	if _, err := readAll(t, tier.Backend(), "k", v, 0, 2*bs, 0); err != nil {
-		t.Fatal(err)
-	}
-	if s2 := tier.Stats().Snapshot(); s2.Shared.Requests != s.Shared.Requests+2 {
-		t.Fatalf("%+v", s2)
-	}
-}
-
 func TestOriginErrorsPassThrough(t *testing.T) {
 	data := payload(8, 2*bs)
 	org := newOrigin(t, map[string][]byte{"k": data})
@@ -326,5 +253,54 @@ func TestReadOnlyNeverWrites(t *testing.T) {
 	tier.Close()
 	if store.puts.Load() != 0 {
 		t.Fatalf("%d puts", store.puts.Load())
+	}
+}
+
+// fullOrigin also copies and deletes.
+type fullOrigin struct{ origin }
+
+func (fullOrigin) Copy(context.Context, string, string, string) (backend.ObjectInfo, error) {
+	return backend.ObjectInfo{Key: "copied"}, nil
+}
+func (fullOrigin) Delete(context.Context, string) error { return errors.New("deleted") }
+
+func TestBackendMirrorsOriginAbilities(t *testing.T) {
+	org := newOrigin(t, nil)
+	for _, c := range []struct {
+		name     string
+		be       backend.Backend
+		w, cp, d bool
+	}{
+		{"read only", struct{ backend.Backend }{org}, false, false, false},
+		{"writer", org, true, false, false},
+		{"writer, copier, deleter", fullOrigin{org}, true, true, true},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			be := newTier(t, c.be, newMemStore("mem://tier"), testOptions()).Backend()
+			w, isW := be.(backend.Writer)
+			cp, isC := be.(backend.Copier)
+			d, isD := be.(backend.Deleter)
+			if _, ok := be.(backend.Closer); !ok || isW != c.w || isC != c.cp || isD != c.d {
+				t.Fatalf("writer %v copier %v deleter %v closer %v", isW, isC, isD, ok)
+			}
+			if be.String() != org.String() {
+				t.Fatalf("String() = %q, want the origin's %q", be.String(), org.String())
+			}
+			if isW {
+				if _, err := w.Put(context.Background(), "new", bytes.NewReader([]byte("x")), 1, backend.PutOptions{}); err != nil || org.get("new") == nil {
+					t.Fatalf("Put did not reach the origin: %v", err)
+				}
+			}
+			if isC {
+				if info, _ := cp.Copy(context.Background(), "a", "", "b"); info.Key != "copied" {
+					t.Fatal("Copy did not reach the origin")
+				}
+			}
+			if isD {
+				if err := d.Delete(context.Background(), "a"); err == nil || err.Error() != "deleted" {
+					t.Fatal("Delete did not reach the origin")
+				}
+			}
+		})
 	}
 }
