@@ -8,7 +8,7 @@
 //
 // It owns the key scheme and the record format of the shared objects
 // (key.go, record.go), the read path that tries the tier before the origin
-// (reader.go), the background writer that fills the tier (writer.go,
+// (reader.go, lookup.go), the background writer that fills the tier (writer.go,
 // assemble.go), the circuit breaker that takes a down or slow tier out of
 // the read path (breaker.go), the per-tier counters (stats.go) and the S3
 // client settings and mount-time check of the tier (s3.go).
@@ -50,10 +50,11 @@
 // GET whose bytes go straight to the caller and, when the writer has
 // room, into a copy for the tier. Tier requests are bounded by Timeout
 // (headers, and each record's body) and are not retried: a slow or failing
-// tier costs one Timeout, then the breaker opens after BreakerThreshold
-// consecutive failures and reads go straight to the origin until a probe
-// succeeds after the cooldown. No tier failure is ever returned to the
-// caller; origin errors are returned as the origin gave them.
+// tier costs a read one Timeout, after which that read takes the rest from
+// the origin; BreakerThreshold consecutive failures open the breaker, and
+// reads go straight to the origin until a probe succeeds after the
+// cooldown. No tier failure is ever returned to the caller; origin errors
+// are returned as the origin gave them.
 //
 // # Writes
 //
