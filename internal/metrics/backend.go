@@ -77,9 +77,10 @@ func (b *backendMetrics) done(op string, start time.Time, err error) {
 	b.latency.WithLabelValues(op, st).Observe(time.Since(start).Seconds())
 }
 
-// instrumented wraps a backend. It implements every optional interface of
-// package backend, passing each to the wrapped backend, or answering
-// ErrNotSupported (Check: nil, Close: nil) where the wrapped one lacks it.
+// instrumented wraps a backend: Backend, Checker (nil when the wrapped
+// one has none) and Closer. The optional write interfaces are added by
+// WrapBackend only where the wrapped backend has them, so type assertions
+// on the result answer as they would on the backend itself.
 type instrumented struct {
 	inner backend.Backend
 	m     *backendMetrics
@@ -89,15 +90,66 @@ var (
 	_ backend.Backend = (*instrumented)(nil)
 	_ backend.Checker = (*instrumented)(nil)
 	_ backend.Closer  = (*instrumented)(nil)
-	_ backend.Writer  = (*instrumented)(nil)
-	_ backend.Deleter = (*instrumented)(nil)
-	_ backend.Copier  = (*instrumented)(nil)
+)
+
+// Method sets of the optional interfaces, embedded as needed.
+type (
+	writerPart  struct{ b *instrumented }
+	deleterPart struct{ b *instrumented }
+	copierPart  struct{ b *instrumented }
 )
 
 // WrapBackend returns be with every request counted and timed. String()
 // is be's, so the cache identity of the source does not change.
 func (m *Metrics) WrapBackend(be backend.Backend) backend.Backend {
-	return &instrumented{inner: be, m: m.backend}
+	b := &instrumented{inner: be, m: m.backend}
+	_, w := be.(backend.Writer)
+	_, d := be.(backend.Deleter)
+	_, c := be.(backend.Copier)
+	wp, dp, cp := writerPart{b}, deleterPart{b}, copierPart{b}
+	switch {
+	case w && d && c:
+		return struct {
+			*instrumented
+			writerPart
+			deleterPart
+			copierPart
+		}{b, wp, dp, cp}
+	case w && d:
+		return struct {
+			*instrumented
+			writerPart
+			deleterPart
+		}{b, wp, dp}
+	case w && c:
+		return struct {
+			*instrumented
+			writerPart
+			copierPart
+		}{b, wp, cp}
+	case d && c:
+		return struct {
+			*instrumented
+			deleterPart
+			copierPart
+		}{b, dp, cp}
+	case w:
+		return struct {
+			*instrumented
+			writerPart
+		}{b, wp}
+	case d:
+		return struct {
+			*instrumented
+			deleterPart
+		}{b, dp}
+	case c:
+		return struct {
+			*instrumented
+			copierPart
+		}{b, cp}
+	}
+	return b
 }
 
 // Unwrap returns the wrapped backend.
@@ -170,11 +222,9 @@ func (b *instrumented) Close() error {
 	return nil
 }
 
-func (b *instrumented) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
-	w, ok := b.inner.(backend.Writer)
-	if !ok {
-		return backend.ObjectInfo{}, backend.ErrNotSupported
-	}
+func (p writerPart) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
+	b := p.b
+	w := b.inner.(backend.Writer)
 	start := time.Now()
 	oi, err := w.Put(ctx, key, r, size, opt)
 	b.m.done("put", start, err)
@@ -184,22 +234,18 @@ func (b *instrumented) Put(ctx context.Context, key string, r io.ReaderAt, size 
 	return oi, err
 }
 
-func (b *instrumented) Delete(ctx context.Context, key string) error {
-	d, ok := b.inner.(backend.Deleter)
-	if !ok {
-		return backend.ErrNotSupported
-	}
+func (p deleterPart) Delete(ctx context.Context, key string) error {
+	b := p.b
+	d := b.inner.(backend.Deleter)
 	start := time.Now()
 	err := d.Delete(ctx, key)
 	b.m.done("delete", start, err)
 	return err
 }
 
-func (b *instrumented) Copy(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
-	c, ok := b.inner.(backend.Copier)
-	if !ok {
-		return backend.ObjectInfo{}, backend.ErrNotSupported
-	}
+func (p copierPart) Copy(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
+	b := p.b
+	c := b.inner.(backend.Copier)
 	start := time.Now()
 	oi, err := c.Copy(ctx, src, srcVersion, dst)
 	b.m.done("copy", start, err)

@@ -163,28 +163,59 @@ func TestBackendRequests(t *testing.T) {
 	}
 }
 
-// readOnly hides the optional interfaces of a backend.
-type readOnly struct{ backend.Backend }
+// Wrappers of a backend with only some optional interfaces.
+type (
+	readOnly   struct{ backend.Backend }
+	writerOnly struct {
+		backend.Backend
+		backend.Writer
+	}
+	copyDelete struct {
+		backend.Backend
+		backend.Copier
+		backend.Deleter
+	}
+)
 
+// The wrapper offers exactly the optional interfaces of what it wraps.
 func TestBackendOptionalInterfaces(t *testing.T) {
 	ctx := context.Background()
-	m := New()
-	inner := readOnly{newLocal(t, map[string]string{"k": "v"})}
-	be := m.WrapBackend(inner)
-	if _, err := be.(backend.Writer).Put(ctx, "k2", strings.NewReader("x"), 1, backend.PutOptions{}); !errors.Is(err, backend.ErrNotSupported) {
-		t.Errorf("Put through a read-only backend: %v", err)
+	lb := newLocal(t, map[string]string{"k": "v"}).(*local.Backend)
+	tests := []struct {
+		name    string
+		inner   backend.Backend
+		w, d, c bool
+	}{
+		{"all", lb, true, true, true},
+		{"read only", readOnly{lb}, false, false, false},
+		{"writer only", writerOnly{lb, lb}, true, false, false},
+		{"copy and delete", copyDelete{lb, lb, lb}, false, true, true},
 	}
-	if err := be.(backend.Deleter).Delete(ctx, "k"); !errors.Is(err, backend.ErrNotSupported) {
-		t.Errorf("Delete: %v", err)
-	}
-	if _, err := be.(backend.Copier).Copy(ctx, "k", "", "k3"); !errors.Is(err, backend.ErrNotSupported) {
-		t.Errorf("Copy: %v", err)
-	}
-	if err := be.(backend.Checker).Check(ctx); err != nil {
-		t.Errorf("Check without a checker: %v", err)
-	}
-	if u, ok := be.(interface{ Unwrap() backend.Backend }); !ok || u.Unwrap() != backend.Backend(inner) {
-		t.Error("Unwrap does not return the wrapped backend")
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := New()
+			be := m.WrapBackend(tc.inner)
+			_, w := be.(backend.Writer)
+			_, d := be.(backend.Deleter)
+			_, c := be.(backend.Copier)
+			if w != tc.w || d != tc.d || c != tc.c {
+				t.Fatalf("Writer %v Deleter %v Copier %v, want %v %v %v", w, d, c, tc.w, tc.d, tc.c)
+			}
+			if err := be.(backend.Checker).Check(ctx); err != nil {
+				t.Errorf("Check: %v", err)
+			}
+			if u, ok := be.(interface{ Unwrap() backend.Backend }); !ok || u.Unwrap() != tc.inner {
+				t.Error("Unwrap does not return the wrapped backend")
+			}
+			if c {
+				if _, err := be.(backend.Copier).Copy(ctx, "k", "", "k2"); err != nil {
+					t.Fatalf("Copy: %v", err)
+				}
+				if v, _ := value(scrape(t, m), "strata_backend_requests_total", map[string]string{"op": "copy", "status": "ok"}); v != 1 {
+					t.Errorf("copy not counted: %v", v)
+				}
+			}
+		})
 	}
 }
 
