@@ -11,11 +11,13 @@
 // The reusable parts (datasets, reader processes, mounts, servers) live in
 // integration/workload.
 //
-// Adding a row: a new workload implements Workload (see workloads.go) and
-// is listed in allWorkloads; a new system (a second node on a shared cache
-// tier, say) is a System with a Setup function, listed in allSystems. Rows
+// Adding a row: a new workload implements Workload (see workloads.go; a
+// writing workload also implements Writer to get read-write mounts) and is
+// listed in allWorkloads; a new system (a second node on a shared cache
+// tier, say) is a System with an Open function, listed in allSystems. Rows
 // of systems with the subject role get ratios against local disk, the best
-// peer and the GET client of the same workload, phase and latency.
+// peer and the GET client of the same workload, phase and latency; a
+// Target in targets.go turns a ratio into a printed bar.
 //
 // Every timed read runs in separate reader processes (this binary
 // re-executed), with the page cache dropped before each phase. Nothing is

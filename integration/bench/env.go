@@ -104,8 +104,8 @@ func (e *Env) upload(ctx context.Context, ds workload.Dataset, minioDir string) 
 		}
 		entries := e.Manifest.Under(prefix)
 		t0 := time.Now()
-		err := workload.Upload(ctx, workload.S3Put(client, e.Cfg.Bucket), e.DataDir, entries, 32, func(done, total int64) {
-			e.log("  uploading %s: %s of %s", prefix, workload.FormatSize(done), workload.FormatSize(total))
+		err := workload.Upload(ctx, workload.S3Put(client, e.Cfg.Bucket), e.DataDir, entries, 32, func(p workload.Progress) {
+			e.log("  uploading %s: %s", prefix, p)
 		})
 		if err != nil {
 			return err

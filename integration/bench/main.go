@@ -128,8 +128,12 @@ func (r *Run) measure(ctx context.Context, env *Env, w Workload, s System, lat L
 		err = w.RunClient(wctx, p, g)
 	} else {
 		tag := fmt.Sprintf("%s-%s-%s", latName, s.Name, w.Name())
+		o := OpenOpts{Prefix: w.Prefix(env.Cfg.Scale), Latency: lat, Tag: tag}
+		if wr, ok := w.(Writer); ok {
+			o.Writable = wr.Writable()
+		}
 		var fs FS
-		fs, err = s.Open(wctx, env, w.Prefix(env.Cfg.Scale), lat, tag)
+		fs, err = s.Open(wctx, env, o)
 		if err == nil {
 			if c := fs.Command(); c != "" {
 				r.Commands[s.Name] = c

@@ -38,8 +38,17 @@ type System struct {
 	// Version describes the system's version for the report.
 	Version func(ctx context.Context) string
 	// Open presents a workload's part (its prefix) as a directory, at a
-	// latency, with an empty cache.
-	Open func(ctx context.Context, e *Env, prefix string, lat Latency, tag string) (FS, error)
+	// latency, with an empty cache; writable for workloads that write.
+	Open func(ctx context.Context, e *Env, o OpenOpts) (FS, error)
+}
+
+// OpenOpts says what a workload needs from a system.
+type OpenOpts struct {
+	Prefix   string
+	Latency  Latency
+	Writable bool
+	// Tag names the run's directories and logs.
+	Tag string
 }
 
 // FS is one workload's view of a system: a directory to read, and (for
@@ -64,8 +73,8 @@ func allSystems(cfg Config) []System {
 	return []System{
 		{Name: "local", Role: RoleLocal,
 			Version: func(context.Context) string { return "the dataset's source directory" },
-			Open: func(_ context.Context, e *Env, prefix string, _ Latency, _ string) (FS, error) {
-				return localFS{root: filepath.Join(e.DataDir, prefix)}, nil
+			Open: func(_ context.Context, e *Env, o OpenOpts) (FS, error) {
+				return localFS{root: filepath.Join(e.DataDir, o.Prefix)}, nil
 			}},
 		mountSystem(strata, RoleSubject, strata.Available, strata.Version, true),
 		mountSystem(&workload.Rclone{Flags: cfg.RcloneFlags}, RolePeer, nil, (&workload.Rclone{}).Version, false),
@@ -90,15 +99,15 @@ func mountSystem(m workload.Mounter, role Role, avail func(context.Context) erro
 		avail = m.Available
 	}
 	return System{Name: m.Name(), Role: role, Available: avail, Version: version,
-		Open: func(ctx context.Context, e *Env, prefix string, lat Latency, tag string) (FS, error) {
-			base := filepath.Join(e.Cfg.WorkDir, "run", tag)
+		Open: func(ctx context.Context, e *Env, o OpenOpts) (FS, error) {
+			base := filepath.Join(e.Cfg.WorkDir, "run", o.Tag)
 			if err := os.RemoveAll(base); err != nil {
 				return nil, fmt.Errorf("bench: %w", err)
 			}
-			spec := workload.MountSpec{Bucket: e.Cfg.Bucket, Prefix: prefix, Endpoint: lat.Endpoint,
+			spec := workload.MountSpec{Bucket: e.Cfg.Bucket, Prefix: o.Prefix, Endpoint: o.Latency.Endpoint,
 				Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey,
 				CacheDir: filepath.Join(base, "cache"), Mountpoint: filepath.Join(base, "mnt"),
-				LogPath: filepath.Join(e.Cfg.WorkDir, "logs", tag+".log")}
+				LogPath: filepath.Join(e.Cfg.WorkDir, "logs", o.Tag+".log"), Writable: o.Writable}
 			f := &mountFS{m: m, spec: spec, base: base, stats: stats}
 			if err := f.mount(ctx); err != nil {
 				return nil, err

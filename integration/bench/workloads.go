@@ -32,6 +32,12 @@ type Workload interface {
 	RunClient(ctx context.Context, p *Phases, g *workload.GetClient) error
 }
 
+// Writer is implemented by workloads that write (a checkpoint benchmark):
+// their mounts are read-write.
+type Writer interface {
+	Writable() bool
+}
+
 // allWorkloads lists the workloads in report order.
 func allWorkloads() []Workload {
 	return []Workload{imageFolder{}, sequential{}, random{}, listing{}}

@@ -1,18 +1,21 @@
 // Package workload is the reusable part of Strata's benchmark and demo: it
 // owns everything that does not depend on which filesystem is measured.
 //
-//   - Datasets (dataset.go, tree.go): deterministic trees generated from a
+//   - Datasets (dataset.go, generate.go): deterministic trees generated from a
 //     seed: ImageFolder-like small files in class directories,
 //     WebDataset-like tar shards, one big random-access file, and a
 //     listing tree of many tiny objects. The same seed gives the same bytes
 //     on every machine; a manifest records size and sha256 of every file.
 //   - Servers (servers.go, toxiproxy.go): MinIO, fake-gcs-server and
-//     toxiproxy started as child processes from the repository's ./bin, for
-//     standalone programs (tests use internal/testserver).
+//     toxiproxy started as child processes (proc.go) from the repository's
+//     ./bin, for standalone programs (Go tests elsewhere use
+//     internal/testserver).
 //   - Upload (upload.go): a parallel uploader to S3 (AWS SDK v2) and to the
 //     GCS JSON API.
 //   - Mounts (mount.go, mounters.go): strata, rclone and s3fs mounts run as
-//     child processes, with readiness and clean unmount.
+//     child processes (or, for strata, the daemonizing command users type),
+//     with readiness and clean unmount; `strata cache stats --json` is read
+//     by stratastats.go.
 //   - Readers (worker.go, readers.go, ops.go): the measured reads run in
 //     separate OS processes, like DataLoader workers: the calling binary is
 //     re-executed with a hidden worker argument (MaybeRunWorker must be the
@@ -23,6 +26,8 @@
 //
 // MB means 10^6 bytes throughout (as fio reports); MiB means 2^20.
 //
-// Locking: the only shared state is in Proc (a mutex guarding the child
-// process handle, never held while waiting on the process).
+// Locking: Proc's mutex guards its exit status only; Generate, Upload and
+// the GET client collect results under short function-local mutexes. No
+// lock is ever held across I/O or while waiting on a process, and there is
+// no lock order to respect.
 package workload

@@ -29,6 +29,9 @@ type MountSpec struct {
 	Mountpoint           string
 	// LogPath receives the daemon's output.
 	LogPath string
+	// Writable mounts read-write (write benchmarks); by default every
+	// client mounts read-only.
+	Writable bool
 	// Extra flags appended to the mounter's own.
 	Extra []string
 }

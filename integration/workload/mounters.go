@@ -70,6 +70,9 @@ func (s *Strata) Args(spec MountSpec) []string {
 	if spec.Scheme != "gs" {
 		args = append(args, "--endpoint-url", spec.Endpoint, "--force-path-style", "--region", spec.Region)
 	}
+	if spec.Writable {
+		args = append(args, "--read-only=false")
+	}
 	args = append(args, s.Flags...)
 	args = append(args, spec.Extra...)
 	return append(args, spec.Source(), spec.Mountpoint)
@@ -183,8 +186,11 @@ func (r *Rclone) Mount(ctx context.Context, spec MountSpec) (*Mount, error) {
 		remote += "/" + p
 	}
 	args := []string{"mount", remote, spec.Mountpoint, "--config", cfg,
-		"--vfs-cache-mode", "full", "--cache-dir", spec.CacheDir, "--read-only",
+		"--vfs-cache-mode", "full", "--cache-dir", spec.CacheDir,
 		"--s3-no-check-bucket", "--log-level", "NOTICE"}
+	if !spec.Writable {
+		args = append(args, "--read-only")
+	}
 	args = append(append(args, r.Flags...), spec.Extra...)
 	p, err := StartProc("rclone", spec.LogPath, env, "rclone", args...)
 	if err != nil {
@@ -226,7 +232,10 @@ func (s *S3fs) Mount(ctx context.Context, spec MountSpec) (*Mount, error) {
 		bucket += ":/" + p
 	}
 	opts := []string{"url=" + spec.Endpoint, "use_path_request_style", "use_cache=" + spec.CacheDir,
-		"passwd_file=" + passwd, "ro", "endpoint=" + spec.Region, "dbglevel=warn"}
+		"passwd_file=" + passwd, "endpoint=" + spec.Region, "dbglevel=warn"}
+	if !spec.Writable {
+		opts = append(opts, "ro")
+	}
 	opts = append(opts, s.Options...)
 	args := []string{bucket, spec.Mountpoint, "-f", "-o", strings.Join(opts, ",")}
 	args = append(args, spec.Extra...)

@@ -118,28 +118,42 @@ func GCSPut(endpoint, bucket string) PutFunc {
 	}
 }
 
+// Progress is how far an upload has come.
+type Progress struct {
+	Bytes, TotalBytes     int64
+	Objects, TotalObjects int64
+}
+
+// String prints "1.2GiB of 2GiB, 3000 of 100000 objects".
+func (p Progress) String() string {
+	return fmt.Sprintf("%s of %s, %d of %d objects", FormatSize(p.Bytes), FormatSize(p.TotalBytes), p.Objects, p.TotalObjects)
+}
+
 // Upload puts every entry (dir/<path> as key <path>) with parallel
-// uploads; progress, if not nil, is called about once a second with the
-// bytes done.
-func Upload(ctx context.Context, put PutFunc, dir string, entries []FileEntry, parallel int, progress func(done, total int64)) error {
+// uploads; progress, if not nil, is called every few seconds and at the
+// end.
+func Upload(ctx context.Context, put PutFunc, dir string, entries []FileEntry, parallel int, progress func(Progress)) error {
 	if parallel <= 0 {
 		parallel = 32
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	total := TotalSize(entries)
-	var done atomic.Int64
+	var done, objects atomic.Int64
+	report := func() Progress {
+		return Progress{Bytes: done.Load(), TotalBytes: total, Objects: objects.Load(), TotalObjects: int64(len(entries))}
+	}
 	stopTick := make(chan struct{})
 	if progress != nil {
 		go func() {
-			t := time.NewTicker(time.Second)
+			t := time.NewTicker(5 * time.Second)
 			defer t.Stop()
 			for {
 				select {
 				case <-stopTick:
 					return
 				case <-t.C:
-					progress(done.Load(), total)
+					progress(report())
 				}
 			}
 		}()
@@ -161,6 +175,7 @@ func Upload(ctx context.Context, put PutFunc, dir string, entries []FileEntry, p
 					continue
 				}
 				done.Add(e.Size)
+				objects.Add(1)
 			}
 		}()
 	}
@@ -182,7 +197,7 @@ feed:
 		return fmt.Errorf("workload: upload: %w", err)
 	}
 	if progress != nil {
-		progress(total, total)
+		progress(report())
 	}
 	return nil
 }
