@@ -117,8 +117,8 @@ func describeSharedErr(c *config.SharedConfig, err error) error {
 	case errors.Is(err, backend.ErrNoBucket):
 		hint = "the bucket does not exist (check the name, --shared-cache-endpoint-url and --shared-cache-region)"
 	case errors.Is(err, backend.ErrAccessDenied):
-		hint = "access denied: the credentials (--shared-cache-profile or the standard chain) need s3:GetObject and s3:PutObject " +
-			"on the prefix (s3express:CreateSession on a directory bucket), or use --shared-cache-read-only"
+		hint = "access denied: the credentials (--shared-cache-profile or the standard chain) need s3:GetObject, s3:PutObject " +
+			"and s3:ListBucket (s3express:CreateSession on a directory bucket), or use --shared-cache-read-only"
 	default:
 		hint = "the shared cache does not work as an S3 bucket should"
 	}
