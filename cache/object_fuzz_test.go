@@ -228,3 +228,40 @@ func TestHugeObjectRefused(t *testing.T) {
 		}
 	}
 }
+
+type fixedDisk struct{ total, avail int64 }
+
+func (d fixedDisk) Statfs(string) (int64, int64, error) { return d.total, d.avail, nil }
+
+// TestReserveKeptWithCacheSize: a --cache-size larger than the disk does
+// not let the cache fill it: room stays for the index (a full disk under
+// badger's mmap'd memtable is a SIGBUS). It used to skip statfs entirely.
+func TestReserveKeptWithCacheSize(t *testing.T) {
+	tests := []struct {
+		total, avail, maxBytes int64
+		minFree                float64
+		want                   int64
+	}{
+		{100 << 20, 50 << 20, 1 << 30, 0, 40 << 20},  // a tenth of a small disk
+		{10 << 30, 1 << 30, 100 << 30, 0, 960 << 20}, // 64 MiB of a big one
+		{10 << 30, 5 << 30, 1 << 30, 0, 1 << 30},     // the size limit first
+		{10 << 30, 2 << 30, 0, 0.10, 1 << 30},        // the fraction, when larger
+		{100 << 20, 5 << 20, 1 << 30, 0, 0},          // less than the reserve left
+	}
+	for _, tc := range tests {
+		eng, _ := uring.New(uring.KindPread, uring.DefaultOptions())
+		o := cache.DefaultOptions()
+		o.BlockSize, o.Engine, o.MaxBytes, o.MinFree = fuzzBS, eng, tc.maxBytes, tc.minFree
+		o.Disk = fixedDisk{tc.total, tc.avail}
+		s, err := cache.Open(t.TempDir(), o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := s.Limit(); got != tc.want {
+			t.Errorf("disk %d MiB (%d free), cache-size %d MiB, min-free %v: limit %d MiB, want %d MiB",
+				tc.total>>20, tc.avail>>20, tc.maxBytes>>20, tc.minFree, got>>20, tc.want>>20)
+		}
+		s.Close()
+		eng.Close()
+	}
+}

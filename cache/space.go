@@ -63,20 +63,27 @@ func (l *limiter) Refresh() {
 	l.mu.Unlock()
 }
 
+// reserveBytes is kept free on the cache filesystem whatever the limits
+// say (at most a tenth of it): room for the index and the log to grow.
+// Badger writes its memtables through mmap, so a cache that fills the disk
+// to the last block kills the mount with SIGBUS instead of getting ENOSPC.
+const reserveBytes = 64 << 20
+
 func (l *limiter) compute(used int64) int64 {
 	limit := int64(1<<63 - 1)
 	if l.maxBytes > 0 {
 		limit = l.maxBytes
 	}
-	if l.minFree > 0 || l.maxBytes == 0 {
-		total, avail, err := l.disk.Statfs(l.dir)
-		if err != nil {
-			return l.limit // keep the previous figure
+	total, avail, err := l.disk.Statfs(l.dir)
+	if err != nil {
+		if l.maxBytes > 0 && l.minFree <= 0 {
+			return limit
 		}
-		l.lastTotal = total
-		// What we hold plus what is still free, minus the floor to keep.
-		room := used + avail - int64(l.minFree*float64(total))
-		limit = min(limit, max(room, 0))
+		return l.limit // keep the previous figure
 	}
-	return limit
+	l.lastTotal = total
+	// What we hold plus what is still free, minus the floor to keep.
+	floor := max(int64(l.minFree*float64(total)), min(reserveBytes, total/10))
+	room := used + avail - floor
+	return min(limit, max(room, 0))
 }

@@ -6,10 +6,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
 	"github.com/dgraph-io/badger/v4/options"
+	"golang.org/x/sys/unix"
 )
 
 // Options tune the badger database. The defaults keep its memory small:
@@ -80,8 +83,30 @@ func Open(dir string, opts Options) (*Index, error) {
 		return nil, fmt.Errorf("index: open %s: %w", dir, err)
 	}
 	ix := &Index{db: db, log: log, stopGC: make(chan struct{}), gcDone: make(chan struct{})}
+	ix.preallocate()
 	go ix.gcLoop()
 	return ix, nil
+}
+
+// preallocate gives badger's memtable files (and its discard file) their
+// disk blocks. Badger creates them sparse and writes them through mmap:
+// on a full disk that write is a SIGBUS, which kills the mount, where an
+// allocated file keeps taking writes. A new memtable (one per 16 MiB of
+// index writes) is allocated within a second of its creation.
+func (ix *Index) preallocate() {
+	for _, pat := range []string{"*.mem", "DISCARD"} {
+		paths, _ := filepath.Glob(filepath.Join(ix.db.Opts().Dir, pat))
+		for _, p := range paths {
+			f, err := os.OpenFile(p, os.O_RDWR, 0)
+			if err != nil {
+				continue
+			}
+			if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
+				unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, fi.Size())
+			}
+			f.Close()
+		}
+	}
 }
 
 // Close flushes and closes the database.
@@ -144,10 +169,14 @@ func (ix *Index) gcLoop() {
 	defer close(ix.gcDone)
 	t := time.NewTicker(5 * time.Minute)
 	defer t.Stop()
+	alloc := time.NewTicker(time.Second)
+	defer alloc.Stop()
 	for {
 		select {
 		case <-ix.stopGC:
 			return
+		case <-alloc.C:
+			ix.preallocate()
 		case <-t.C:
 			for ix.db.RunValueLogGC(0.5) == nil {
 			}

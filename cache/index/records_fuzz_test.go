@@ -2,6 +2,8 @@ package index
 
 import (
 	"math"
+	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -67,4 +69,29 @@ func FuzzUnmarshalBlock(f *testing.F) {
 			t.Fatalf("re-encode %x -> %x", b, got)
 		}
 	})
+}
+
+// TestMemtablesPreallocated: badger's memtable files, written through
+// mmap, have their disk blocks, so that a full disk cannot turn an index
+// write into a SIGBUS that kills the mount.
+func TestMemtablesPreallocated(t *testing.T) {
+	dir := t.TempDir()
+	ix, err := Open(dir, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ix.Close()
+	mems, _ := filepath.Glob(filepath.Join(dir, "*.mem"))
+	if len(mems) == 0 {
+		t.Fatal("no memtable file")
+	}
+	for _, p := range mems {
+		var st syscall.Stat_t
+		if err := syscall.Stat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		if st.Blocks*512 < st.Size {
+			t.Errorf("%s: %d of %d bytes allocated (sparse)", filepath.Base(p), st.Blocks*512, st.Size)
+		}
+	}
 }
