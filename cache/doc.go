@@ -14,7 +14,9 @@
 // cache passes its size limit or the disk's free-space floor; open objects
 // are pinned and never evicted.
 //
-// Lock order: Store.mu, then objectState.mu. Neither is held across disk
-// I/O except objectState.mu around opening a cache file. Presence,
-// verification and CRCs are atomics read without locks on the read path.
+// Lock order: Store.evictMu, then Store.mu, then objectState.mu; touchMu
+// stands alone. evictMu serialises eviction passes and is the one lock
+// held across disk I/O on purpose (it is never on a read or write path);
+// objectState.mu covers opening a cache file. Presence, verification and
+// CRCs are atomics read without locks on the read path.
 package cache

@@ -166,8 +166,12 @@ func (s *Store) evictLoop() {
 }
 
 // EvictNow brings the cache under its low-water mark if it is above the
-// high-water mark (or above the limit). It returns the bytes freed.
+// high-water mark (or above the limit). It returns the bytes freed. One
+// eviction pass runs at a time (a gc request and the background evictor
+// would otherwise both free the same shortfall).
 func (s *Store) EvictNow() int64 {
+	s.evictMu.Lock()
+	defer s.evictMu.Unlock()
 	used := s.used.Load()
 	limit := s.limits.Limit(used)
 	if used <= limit/100*highWater {

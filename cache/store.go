@@ -71,6 +71,7 @@ type Store struct {
 	stop    chan struct{}
 	wg      sync.WaitGroup
 
+	evictMu sync.Mutex                      // one eviction pass at a time (held across its I/O by design)
 	touchMu sync.Mutex                      // guards touched
 	touched map[index.ID]index.ObjectRecord // last-access updates not yet in the index
 

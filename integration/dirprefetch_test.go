@@ -53,3 +53,28 @@ func TestDirPrefetch(t *testing.T) {
 		})
 	}
 }
+
+// TestWarmOnMount: --warm-on-mount hydrates a prefix in the background, so
+// the first epoch then reads nothing from the bucket, even with it gone.
+func TestWarmOnMount(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	files := map[string][]byte{"keep/a": randData(1, 3<<20), "keep/sub/b": randData(2, 200<<10), "skip/c": randData(3, 1<<20)}
+	put(t, srv.writer(t, bucket), files)
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--warm-on-mount", "/keep", "--metadata-ttl", "indefinite")
+	want := int64(3<<20 + 200<<10)
+	var s session
+	for deadline := time.Now().Add(15 * time.Second); time.Now().Before(deadline); {
+		if s, _ = readSessionNow(t, m); s.FetchedBytes >= want {
+			break
+		}
+	}
+	if s.FetchedBytes != want {
+		t.Fatalf("warmed %d bytes, want %d (only keep/)", s.FetchedBytes, want)
+	}
+	srv.stop(t)
+	if d := diffTrees(expect(files, "keep/"), tree(t, filepath.Join(m.dir, "keep"))); d != "" {
+		t.Fatalf("reading the warmed prefix with the bucket gone:\n%s", d)
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"path/filepath"
 	"sort"
+	"time"
 )
 
 // Cancel forgets every pending upload of key (the file was deleted before
@@ -88,6 +89,7 @@ type Failure struct {
 type Summary struct {
 	Pending      int       `json:"pending"`
 	PendingBytes int64     `json:"pending_bytes"`
+	Oldest       time.Time `json:"oldest_pending,omitzero"` // when the oldest pending upload was committed
 	Failed       []Failure `json:"failed,omitempty"`
 }
 
@@ -123,6 +125,9 @@ func (m *Manager) Summary() Summary {
 		if j.dropped == nil {
 			s.Pending++
 			s.PendingBytes += j.rec.Size
+			if c := time.Unix(0, j.rec.Created); s.Oldest.IsZero() || c.Before(s.Oldest) {
+				s.Oldest = c
+			}
 		}
 	}
 	sort.Slice(s.Failed, func(a, b int) bool { return s.Failed[a].Key < s.Failed[b].Key })

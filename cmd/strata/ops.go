@@ -21,9 +21,10 @@ import (
 // bindOpsFlags defines operational flags (metrics, warming, config file).
 func bindOpsFlags(fs *pflag.FlagSet, c *config.OpsConfig) {
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (default: off)")
-	fs.BoolVar(&c.ControlSocket, "control-socket", c.ControlSocket, "serve <cache-dir>/control.sock (owner only) so `strata warm` and `strata cache` work while mounted")
-	fs.IntVar(&c.WarmConcurrency, "warm-concurrency", c.WarmConcurrency, "objects `strata warm` hydrates at once")
-	fs.IntVar(&c.History, "history", c.History, "finished mounts remembered for `strata cache stats`")
+	fs.BoolVar(&c.ControlSocket, "control-socket", c.ControlSocket, "serve <cache-dir>/control.sock (owner only) so strata warm and strata cache work while mounted")
+	fs.IntVar(&c.WarmConcurrency, "warm-concurrency", c.WarmConcurrency, "objects strata warm (and --warm-on-mount) hydrate at once")
+	fs.IntVar(&c.History, "history", c.History, "finished mounts remembered for strata cache stats")
+	fs.StringVar(&c.WarmOnMount, "warm-on-mount", c.WarmOnMount, "after mounting, hydrate this prefix of the mount into the cache in the background (\"/\" for everything); demand reads go first")
 	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML file of settings (keys are these flag names; flags given here win)")
 	fs.BoolVar(&c.PrintConfig, "print-config", c.PrintConfig, "print the effective configuration (secrets redacted) and exit")
 }

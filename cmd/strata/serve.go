@@ -40,6 +40,8 @@ type server struct {
 	wb      *writeback.Manager
 	shared  *sharedState // shared.go
 	ops     *opsState    // ops.go
+	stopBg  func()       // warmonmount.go
+	bgDone  chan struct{}
 }
 
 // checkMountpoint rejects a mountpoint that is missing, not a directory,
@@ -165,6 +167,7 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 		unmountNow(s)
 		return nil, err
 	}
+	startBackground(s)
 	ok = true
 	return s, nil
 }
@@ -227,6 +230,7 @@ func unmountNow(s *server) {
 
 // close releases everything start opened, in reverse order.
 func (s *server) close() {
+	stopBackground(s)
 	if s.ops != nil {
 		stopOps(s)
 	}

@@ -18,6 +18,9 @@ type OpsConfig struct {
 	// (the fetcher's --max-fetches and --memory-limit bound the GETs and
 	// the memory underneath).
 	WarmConcurrency int `yaml:"warm-concurrency"`
+	// WarmOnMount is a prefix of the mount (relative to its root; "/" for
+	// all of it) hydrated in the background once mounted.
+	WarmOnMount string `yaml:"warm-on-mount"`
 	// History is how many finished mounts `strata cache stats` remembers.
 	History int `yaml:"history"`
 
