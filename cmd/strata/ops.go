@@ -72,7 +72,11 @@ func registerUploadQueue(s *server, fn func() metrics.UploadQueue) {
 // and before readiness is reported; an error fails the mount.
 func startOps(s *server) error {
 	o := opsOf(s)
-	o.metrics.SetSources(metrics.Sources{FS: s.fsys, Fetcher: s.fetch, Store: s.store})
+	src := metrics.Sources{FS: s.fsys, Fetcher: s.fetch, Store: s.store}
+	if s.shared != nil && s.shared.tier != nil {
+		src.Shared = s.shared.tier.Stats()
+	}
+	o.metrics.SetSources(src)
 	o.metrics.SetInfo(metrics.Info{Version: config.Version, Source: s.be.String(), Mount: s.mnt, IOEngine: s.eng.Name()})
 	if addr := s.cfg.Ops.MetricsAddr; addr != "" {
 		srv, err := o.metrics.Listen(addr)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"golang.org/x/sys/unix"
 
+	"github.com/stratafs/strata/backend/shared"
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/fs"
 	"github.com/stratafs/strata/prefetch"
@@ -28,6 +29,7 @@ type Sources struct {
 	FS      *fs.FS
 	Fetcher *prefetch.Fetcher
 	Store   *cache.Store
+	Shared  *shared.Stats // nil without --shared-cache
 }
 
 // UploadQueue is what the write path reports about uploads not yet in the

@@ -34,6 +34,12 @@ func (c *statsCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- uploadBytesDesc
 	ch <- uploadAgeDesc
 	ch <- infoDesc
+	for _, d := range []*prometheus.Desc{tierRequestsDesc, tierBytesDesc, tierErrorsDesc, tierLatencyDesc} {
+		ch <- d
+	}
+	for _, s := range sharedSeries {
+		ch <- s.desc
+	}
 }
 
 func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
@@ -62,6 +68,7 @@ func (c *statsCollector) Collect(ch chan<- prometheus.Metric) {
 		st := f.Stats()
 		ch <- prometheus.MustNewConstSummary(windowDesc, uint64(st.WindowTopUps.Load()), float64(st.WindowBytes.Load()), nil)
 	}
+	collectShared(ch, src.Shared)
 }
 
 // Sample is one value of a strata_* series: Name includes the labels in
