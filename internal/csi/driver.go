@@ -149,7 +149,7 @@ func (d *Driver) Serve(ctx context.Context, endpoint string) error {
 func (d *Driver) logCalls(ctx context.Context, req any, info *grpc.UnaryServerInfo, h grpc.UnaryHandler) (any, error) {
 	start := time.Now()
 	resp, err := h(ctx, req)
-	attrs := []any{"method", info.FullMethod, "took", time.Since(start).Round(time.Millisecond)}
+	attrs := []any{"method", info.FullMethod, "took", time.Since(start).Round(time.Millisecond).String()}
 	if v, ok := req.(interface{ GetVolumeId() string }); ok && v.GetVolumeId() != "" {
 		attrs = append(attrs, "volume", v.GetVolumeId())
 	}

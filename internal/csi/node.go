@@ -50,8 +50,16 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	}
 	defer d.unlockTarget(target)
 
-	if err := os.MkdirAll(target, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
-		return nil, status.Errorf(codes.Internal, "create target %s: %v", target, err)
+	// Never stat a mounted target: a sidecar-mode mount whose sidecar has
+	// not started yet blocks every access until it answers FUSE_INIT.
+	mounted, err := isMounted(target)
+	if err != nil {
+		return nil, grpcError(err)
+	}
+	if !mounted {
+		if err := os.MkdirAll(target, 0o750); err != nil && !errors.Is(err, os.ErrExist) {
+			return nil, status.Errorf(codes.Internal, "create target %s: %v", target, err)
+		}
 	}
 	switch spec.Mode {
 	case ModeNode:
