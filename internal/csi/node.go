@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
@@ -35,6 +36,13 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
 	}
+	// A PV's spec.mountOptions arrive as mount flags: strata flags, like
+	// the mountOptions attribute.
+	flags, err := parseMountOptions(strings.Join(req.GetVolumeCapability().GetMount().GetMountFlags(), ","))
+	if err != nil {
+		return nil, status.Error(codes.InvalidArgument, err.Error())
+	}
+	spec.Args = append(spec.Args, flags...)
 	creds, err := ParseSecrets(req.GetSecrets())
 	if err != nil {
 		return nil, status.Error(codes.InvalidArgument, err.Error())
