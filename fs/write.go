@@ -286,12 +286,15 @@ func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
 		return 0
 	}
 	defer func(start time.Time) { h.n.fsys.observe("flush", start, errno) }(time.Now())
-	return toErrno(h.n.commit(ctx))
+	// Not cancelled by the kernel's INTERRUPT: any signal to the writer
+	// (the Go runtime's own SIGURG preemption included) would make close()
+	// fail with EINTR mid-upload. A killed writer does not wait anyway.
+	return toErrno(h.n.commit(context.WithoutCancel(ctx)))
 }
 
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
 	defer func(start time.Time) { h.n.fsys.observe("fsync", start, errno) }(time.Now())
-	return toErrno(h.n.sync(ctx))
+	return toErrno(h.n.sync(context.WithoutCancel(ctx))) // as Flush
 }
 
 // sync commits what is written and waits until the file is in the bucket.
