@@ -1,12 +1,17 @@
 package integration
 
 import (
+	"errors"
 	"fmt"
+	"io/fs"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"sort"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/stratafs/strata/internal/testserver"
@@ -151,4 +156,97 @@ func isMounted(dir string) bool {
 		}
 	}
 	return false
+}
+
+// TestOddKeysNeverCrash extends TestOddKeys with what it left out: keys of
+// 1,000 bytes, a leading slash, "." and a ".." that would climb out of the
+// cache dir, a newline, a chain of keys that are also prefixes, a
+// placeholder "dir/" with content. The mount stays up, every valid name
+// reads back, and cache files are named by hash only.
+func TestOddKeysNeverCrash(t *testing.T) {
+	requireFUSE(t)
+	srv := startFakeGCSMemory(t)
+	bucket := srv.newBucket(t)
+	seg := strings.Repeat("s", 199)
+	files := map[string][]byte{
+		seg + "/" + seg + "/" + seg + "/" + seg + "/" + seg: []byte("1,000-byte key"),
+		strings.Repeat("x", 1000):                           []byte("1,000-byte name: skipped"),
+		"/abs":                                              []byte("leading slash: skipped"),
+		"odd/./dot":                                         []byte("dot segment: skipped"),
+		"odd/../../../../../../etc/escape":                  []byte("climbs: skipped"),
+		"odd/new\nline":                                     []byte("newline"),
+		"odd/per%2Fcent":                                    []byte("percent"),
+		"odd/back\\slash":                                   []byte("backslash"),
+		"odd/😀":                                             []byte("emoji"),
+		"odd/full/":                                         []byte("placeholder with bytes"),
+		"chain/a":                                           []byte("shadowed by chain/a/"),
+		"chain/a/b":                                         []byte("shadowed by chain/a/b/"),
+		"chain/a/b/c":                                       []byte("c"),
+	}
+	put(t, srv.writer(t, bucket), files)
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	want := map[string]string{
+		seg + "/" + seg + "/" + seg + "/" + seg + "/" + seg: "1,000-byte key",
+		"odd/new\nline": "newline", "odd/per%2Fcent": "percent", "odd/back\\slash": "backslash",
+		"odd/😀": "emoji", "chain/a/b/c": "c",
+	}
+	got := map[string]string{}
+	for k := range tree(t, m.dir) {
+		b, err := os.ReadFile(filepath.Join(m.dir, k))
+		if err != nil {
+			t.Errorf("read %q: %v", k, err)
+		}
+		got[k] = string(b)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("files seen\n got %q\nwant %q", got, want)
+	}
+	if st, err := os.Stat(filepath.Join(m.dir, "odd/full")); err != nil || !st.IsDir() {
+		t.Errorf("odd/full/ should be a directory: %v", err)
+	}
+	if syscall.Kill(m.pid, 0) != nil {
+		t.Fatal("the mount died")
+	}
+	hexName := regexp.MustCompile(`^[0-9a-f]{64}$`)
+	filepath.WalkDir(filepath.Join(m.cacheDir, "objects"), func(p string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() && !hexName.MatchString(d.Name()) {
+			t.Errorf("cache file %s is not named by a hash", p)
+		}
+		return nil
+	})
+	if _, err := os.Stat("/etc/escape"); err == nil {
+		t.Error("a key wrote /etc/escape")
+	}
+}
+
+// TestHugeSparseFileRefused: a file:// source holding a sparse file of
+// exabytes (tmpfs allows 2^63-1 bytes) gets EFBIG at open; the mount used
+// to die of an out-of-memory fatal error there.
+func TestHugeSparseFileRefused(t *testing.T) {
+	requireFUSE(t)
+	src := &localSource{root: tmpfs(t, 16<<20)}
+	bucket := src.newBucket(t)
+	put(t, src.writer(t, bucket), map[string][]byte{"small": []byte("small")})
+	for name, size := range map[string]int64{"huge": 1 << 62, "max": math.MaxInt64} {
+		if err := os.Truncate(filepath.Join(src.root, bucket, name), 0); err != nil && !os.IsNotExist(err) {
+			t.Fatal(err)
+		}
+		f, err := os.Create(filepath.Join(src.root, bucket, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		f.Close()
+	}
+	m := startMount(t, src, src.source(bucket, ""), "")
+	for _, name := range []string{"huge", "max"} {
+		if _, err := os.ReadFile(filepath.Join(m.dir, name)); !errors.Is(err, syscall.EFBIG) {
+			t.Errorf("read %s: %v (want EFBIG)", name, err)
+		}
+	}
+	if b, err := os.ReadFile(filepath.Join(m.dir, "small")); err != nil || string(b) != "small" {
+		t.Fatalf("small after the huge files: %q %v (the mount died?)", b, err)
+	}
 }
