@@ -40,13 +40,15 @@ func noCredentials() []string {
 }
 
 // startCSI runs `strata csi` on a unix socket and waits until it probes ready.
-func startCSI(t *testing.T) *csiPlugin {
+func startCSI(t *testing.T) *csiPlugin { return startCSIIn(t, t.TempDir()) }
+
+// startCSIIn starts the plugin on dir's state, as a restarted plugin would.
+func startCSIIn(t *testing.T, dir string) *csiPlugin {
 	t.Helper()
 	bin := testserver.Binary(t, "strata")
-	dir := t.TempDir()
 	p := &csiPlugin{t: t, dir: dir, logPath: filepath.Join(dir, "csi.log")}
 	sock := filepath.Join(dir, "csi.sock")
-	logf, err := os.Create(p.logPath)
+	logf, err := os.OpenFile(p.logPath, os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,6 +224,10 @@ func TestCSINodeMode(t *testing.T) {
 		t.Fatalf("pod a reads differ from the bucket:\n%s", d)
 	}
 
+	// A restarted plugin knows the users from its state directory.
+	p.stop()
+	p = startCSIIn(t, p.dir)
+
 	if err := p.unpublish("vol-node", a); err != nil {
 		t.Fatalf("NodeUnpublishVolume a: %v", err)
 	}

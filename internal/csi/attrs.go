@@ -139,6 +139,9 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 			s.Args = append(s.Args, "--"+flagFor[k]+"="+v)
 		}
 	}
+	if v, ok := attrs[AttrReadAheadKB]; ok {
+		s.Args = append(s.Args, "--read-ahead-kb="+v) // node mode; sidecar mounts get it from the plugin
+	}
 	s.Args = append(s.Args, "--read-only="+strconv.FormatBool(s.ReadOnly))
 	extra, err := parseMountOptions(attrs[AttrMountOptions])
 	if err != nil {

@@ -35,7 +35,7 @@ func TestParseSpec(t *testing.T) {
 			want: Spec{Source: "s3://bucket/train", Endpoint: "http://minio:9000", Mode: ModeNode, ReadOnly: false,
 				HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 4096, PodNamespace: "ns", PodName: "p",
 				Args: []string{"--cache-size=100GiB", "--endpoint-url=http://minio:9000", "--memory-limit=512MiB",
-					"--metadata-ttl=indefinite", "--region=eu-west-1", "--read-only=false", "--force-path-style", "--max-fetches=128"}}},
+					"--metadata-ttl=indefinite", "--region=eu-west-1", "--read-ahead-kb=4096", "--read-only=false", "--force-path-style", "--max-fetches=128"}}},
 		{name: "request read-only wins", attrs: with(AttrReadOnly, "false"), readOnly: true, want: Spec{Source: "s3://bucket/train",
 			Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"}}},
 		{name: "no source", attrs: map[string]string{}, wantErr: "source is required"},
