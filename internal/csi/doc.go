@@ -13,7 +13,10 @@
 //     node, bind-mounted into every pod that uses it and stopped when the
 //     last one leaves (nodemode.go).
 //
-// It also owns reading a container's cgroup memory limit (memlimit.go),
+// Files: driver.go (options, gRPC serving), node.go (the RPCs and their
+// argument checks), attrs.go (volume attributes and secrets), mountutil.go
+// (mountinfo, mount(2), binds). It also owns reading a container's cgroup
+// memory limit (memlimit.go),
 // which the sidecar uses to bound its memory by default.
 //
 // State: sidecar-mode hand-offs live in memory (a restarted plugin only
@@ -21,7 +24,7 @@
 // directory (one file per bind target), so a restarted plugin still knows
 // who uses each shared mount.
 //
-// Lock order: Driver.ops (a per-target try-lock: a second RPC on the same
+// Lock order: Driver.busy (a per-target try-lock: a second RPC on the same
 // target gets Aborted, as CSI asks) -> nodeShares.lock(key) (a per-volume
 // mutex serialising start and stop of one shared mount) -> Driver.mu and
 // nodeShares.mu (maps only, never held across I/O or a child process).
