@@ -136,7 +136,7 @@ type fileHandle struct {
 	obj      *cache.Object // nil for a handle opened on local content
 	pt       bool
 	writable bool
-	once     sync.Once
+	initMu   sync.Mutex // guards lazy setting of obj and r
 	r        *prefetch.Reader
 }
 
@@ -151,17 +151,11 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 	f.stats.Reads.Add(1)
 	n, err, handled := h.n.readLocal(dest, off)
 	if !handled {
-		if h.obj == nil { // opened on local content that has since gone up
-			if h.obj, err = h.n.acquireCurrent(); err != nil {
-				return nil, toErrno(err)
-			}
+		r, rerr := h.reader()
+		if rerr != nil {
+			return nil, toErrno(rerr)
 		}
-		h.once.Do(func() {
-			if h.r == nil { // a passthrough handle the kernel did not pass through
-				h.r = f.fetch.NewReader(h.obj)
-			}
-		})
-		n, err = h.r.ReadAt(ctx, dest, off)
+		n, err = r.ReadAt(ctx, dest, off)
 	}
 	if err != nil {
 		f.stats.ReadErrors.Add(1)
@@ -170,6 +164,27 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 	}
 	f.stats.ReadBytes.Add(int64(n))
 	return fuse.ReadResultData(dest[:n]), 0
+}
+
+// reader returns the handle's cache reader, making it on first use: for a
+// handle opened on local content that has since been uploaded, or a
+// passthrough handle the kernel did not pass through. The kernel reads one
+// handle concurrently, hence the lock.
+func (h *fileHandle) reader() (*prefetch.Reader, error) {
+	h.initMu.Lock()
+	defer h.initMu.Unlock()
+	if h.r != nil {
+		return h.r, nil
+	}
+	if h.obj == nil {
+		obj, err := h.n.acquireCurrent()
+		if err != nil {
+			return nil, err
+		}
+		h.obj = obj
+	}
+	h.r = h.n.fsys.fetch.NewReader(h.obj)
+	return h.r, nil
 }
 
 // acquireCurrent opens the cache entry of the node's current bucket
@@ -185,8 +200,11 @@ func (n *fileNode) acquireCurrent() (*cache.Object, error) {
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	defer h.n.fsys.observe("release", time.Now(), 0)
 	h.n.release(h)
-	if h.obj != nil {
-		h.obj.Release()
+	h.initMu.Lock()
+	obj := h.obj
+	h.initMu.Unlock()
+	if obj != nil {
+		obj.Release()
 	}
 	return 0
 }
