@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -121,6 +122,15 @@ func TestCSISidecarMode(t *testing.T) {
 	if err := p.publish(req); err != nil {
 		t.Fatalf("NodePublishVolume again (idempotent): %v", err)
 	}
+	rw := publishReq("vol-sidecar", target, map[string]string{}, vol.secrets)
+	for k, v := range vol.attrs {
+		rw.VolumeContext[k] = v
+	}
+	rw.VolumeContext["readOnly"] = "false"
+	rw.VolumeCapability.AccessMode.Mode = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+	if err := p.publish(rw); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("publishing the target again read-write: %v, want AlreadyExists", err)
+	}
 	socket := filepath.Join(handoff, "dataset", "socket")
 	if _, err := os.Stat(socket); err != nil {
 		t.Fatalf("hand-off socket: %v", err)
@@ -208,6 +218,13 @@ func TestCSINodeMode(t *testing.T) {
 		if err := p.publish(publishReq("vol-node", target, vol.attrs, vol.secrets)); err != nil {
 			t.Fatalf("NodePublishVolume %s: %v", target, err)
 		}
+	}
+	other := publishReq("vol-node", a, map[string]string{}, map[string]string{"AWS_ACCESS_KEY_ID": "someone-else"})
+	for k, v := range vol.attrs {
+		other.VolumeContext[k] = v
+	}
+	if err := p.publish(other); status.Code(err) != codes.AlreadyExists {
+		t.Fatalf("publishing target a with other credentials: %v, want AlreadyExists", err)
 	}
 	fsA, devA := csiMountAt(a)
 	fsB, devB := csiMountAt(b)

@@ -16,8 +16,8 @@
 // Files: driver.go (options, gRPC serving), node.go (the RPCs and their
 // argument checks), attrs.go (volume attributes and secrets), mountutil.go
 // (mountinfo, mount(2), binds). It also owns reading a container's cgroup
-// memory limit (memlimit.go),
-// which the sidecar uses to bound its memory by default.
+// memory limit (memlimit.go), which the sidecar uses to bound its memory
+// by default.
 //
 // State: sidecar-mode hand-offs live in memory (a restarted plugin only
 // unmounts what it finds); node-mode sharing lives on disk under the state

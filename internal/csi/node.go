@@ -70,6 +70,12 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 			return nil, status.Errorf(codes.Internal, "create target %s: %v", target, err)
 		}
 	}
+	d.mu.Lock()
+	_, sidecarMode := d.sidecars[target]
+	d.mu.Unlock()
+	if (spec.Mode == ModeNode && sidecarMode) || (spec.Mode == ModeSidecar && d.shares.findTarget(target) != "") {
+		return nil, status.Errorf(codes.AlreadyExists, "%s is already published in the other mode", target)
+	}
 	switch spec.Mode {
 	case ModeNode:
 		err = d.shares.publish(ctx, req.GetVolumeId(), target, spec, creds)

@@ -71,6 +71,9 @@ func (n *nodeShares) publish(ctx context.Context, volumeID, target string, spec 
 	dir := filepath.Join(n.root(), key)
 	mnt := filepath.Join(dir, "mnt")
 	record := filepath.Join(dir, "targets", targetHash(target))
+	if other := n.findTarget(target); other != "" && other != dir {
+		return errorf(codes.AlreadyExists, "%s is already published with other attributes, credentials or read-only setting", target)
+	}
 	if ok, err := isMounted(target); err != nil {
 		return err
 	} else if ok {

@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"time"
 
@@ -36,11 +37,12 @@ const handoffAnswer = 5 * time.Minute
 // sidecarVol is one sidecar-mode target waiting for, or handed to, its
 // sidecar.
 type sidecarVol struct {
-	target  string
-	dir     string
-	handoff Handoff
-	timeout time.Duration
-	log     interface {
+	target   string
+	dir      string
+	handoff  Handoff
+	readOnly bool
+	timeout  time.Duration
+	log      interface {
 		Info(string, ...any)
 		Warn(string, ...any)
 	}
@@ -62,6 +64,10 @@ func (d *Driver) publishSidecar(volumeID, target string, spec Spec, creds Creden
 	v := d.sidecars[target]
 	d.mu.Unlock()
 	if v != nil {
+		if v.handoff.VolumeID != volumeID || v.handoff.Source != spec.Source || v.readOnly != spec.ReadOnly ||
+			!slices.Equal(v.handoff.Args, spec.Args) {
+			return errorf(codes.AlreadyExists, "%s is already published as volume %s with other attributes or read-only setting", target, v.handoff.VolumeID)
+		}
 		if msg := v.failure(); msg != "" {
 			return errorf(codes.Unavailable, "the strata sidecar could not serve %s: %s", target, msg)
 		}
@@ -94,7 +100,7 @@ func (d *Driver) publishSidecar(volumeID, target string, spec Spec, creds Creden
 			d.log.Warn("csi: kernel readahead unchanged", "target", target, "err", err)
 		}
 	}
-	v = &sidecarVol{target: target, dir: dir, timeout: d.opts.HandoffTimeout, log: d.log, l: l, dev: dev, done: make(chan struct{}),
+	v = &sidecarVol{target: target, dir: dir, readOnly: spec.ReadOnly, timeout: d.opts.HandoffTimeout, log: d.log, l: l, dev: dev, done: make(chan struct{}),
 		handoff: Handoff{VolumeID: volumeID, VolumeName: volume, Source: spec.Source, Args: spec.Args,
 			CacheDir: spec.CacheDir, Env: creds.Env, Files: creds.Files}}
 	d.mu.Lock()
