@@ -61,6 +61,9 @@ func ParseSource(s string) (Source, error) {
 		if !strings.HasPrefix(u.Path, "/") {
 			return Source{}, fmt.Errorf("source %q: file:// needs an absolute path", s)
 		}
+		if strings.ContainsRune(u.Path, 0) { // %00: no directory has such a name
+			return Source{}, fmt.Errorf("source %q: the path contains a NUL byte", s)
+		}
 		return Source{Scheme: "file", Path: path.Clean(u.Path)}, nil
 	case "":
 		return Source{}, fmt.Errorf("source %q: missing scheme (s3://, gs:// or file://)", s)
