@@ -82,7 +82,6 @@ type Config struct {
 	// StrataFlags are added to every strata mount.
 	StrataFlags []string
 	Seed        uint64
-	Bucket      string
 	// Timeout bounds one workload on one system (all its phases).
 	Timeout time.Duration
 	Verify  bool
@@ -114,7 +113,7 @@ func parseFlags(args []string) (Config, error) {
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
-	c := Config{WorkDir: *work, OutDir: *out, Seed: *seed, Bucket: "strata-bench", Verify: *verify, Chart: *chart,
+	c := Config{WorkDir: *work, OutDir: *out, Seed: *seed, Verify: *verify, Chart: *chart,
 		StrataFlags: strings.Fields(*strataFlags), RcloneFlags: strings.Fields(*rcloneFlags), Repeat: *repeat}
 	if c.Repeat < 1 {
 		return c, fmt.Errorf("-repeat must be at least 1")

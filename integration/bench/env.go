@@ -24,13 +24,19 @@ func (l Latency) Name() string { return fmt.Sprintf("%dms", l.Delay.Milliseconds
 // Env is the prepared benchmark: data on local disk, the same data in
 // MinIO, and one proxy per latency.
 type Env struct {
-	Cfg      Config
-	DataDir  string
+	Cfg Config
+	// Manifest lists the files of every part (paths start with the
+	// part's prefix).
 	Manifest *workload.Manifest
-	MinIO    *workload.MinIO
-	Toxi     *workload.Toxiproxy
-	Lats     []Latency
-	Machine  workload.Machine
+	// parts maps a part's prefix to where it lives. Each definition of a
+	// part (scale, seed) has its own directory and bucket, so that runs at
+	// different scales never read each other's data.
+	parts   map[string]part
+	order   []string // prefixes in dataset order
+	MinIO   *workload.MinIO
+	Toxi    *workload.Toxiproxy
+	Lats    []Latency
+	Machine workload.Machine
 	// DropErr is set when the page cache cannot be dropped.
 	DropErr error
 	// Notes are facts about the run for the report.
@@ -38,11 +44,25 @@ type Env struct {
 	log   func(format string, args ...any)
 }
 
+// part is one dataset part on disk and in MinIO.
+type part struct {
+	prefix string
+	dir    string // the local root holding <prefix>/...
+	bucket string
+}
+
+// PartDir is the local directory holding prefix/... (the local baseline
+// reads dir/prefix).
+func (e *Env) PartDir(prefix string) string { return e.parts[prefix].dir }
+
+// Bucket is the bucket holding prefix/....
+func (e *Env) Bucket(prefix string) string { return e.parts[prefix].bucket }
+
 // setup generates and uploads the data of the selected workloads and
 // starts MinIO and toxiproxy. Close undoes what it started.
 func setup(ctx context.Context, cfg Config, wls []Workload, logf func(string, ...any)) (*Env, error) {
-	e := &Env{Cfg: cfg, DataDir: filepath.Join(cfg.WorkDir, "data"), log: logf}
-	if err := os.MkdirAll(e.DataDir, 0o755); err != nil {
+	e := &Env{Cfg: cfg, log: logf, parts: map[string]part{}, Manifest: &workload.Manifest{}}
+	if err := os.MkdirAll(cfg.WorkDir, 0o755); err != nil {
 		return nil, fmt.Errorf("bench: %w", err)
 	}
 	e.Machine = workload.DescribeMachine(cfg.WorkDir)
@@ -56,23 +76,30 @@ func setup(ctx context.Context, cfg Config, wls []Workload, logf func(string, ..
 	for _, w := range wls {
 		w.AddData(&ds, cfg.Scale)
 	}
-	t0 := time.Now()
-	m, err := workload.Generate(ctx, e.DataDir, ds, func(done, total int64) {
-		logf("  generating: %s of %s", workload.FormatSize(done), workload.FormatSize(total))
-	})
-	if err != nil {
-		return nil, err
+	for _, def := range ds.Parts() {
+		prefix, hash := def.Prefixes()[0], def.Hash()
+		p := part{prefix: prefix, dir: filepath.Join(cfg.WorkDir, "data", hash), bucket: "strata-bench-" + hash}
+		t0 := time.Now()
+		m, err := workload.Generate(ctx, p.dir, def, func(done, total int64) {
+			logf("  generating %s: %s of %s", prefix, workload.FormatSize(done), workload.FormatSize(total))
+		})
+		if err != nil {
+			return nil, err
+		}
+		e.parts[prefix] = p
+		e.order = append(e.order, prefix)
+		e.Manifest.Files = append(e.Manifest.Files, m.Files...)
+		logf("dataset %s: %d files, %s in %s (%s)", prefix, len(m.Files), workload.FormatSize(workload.TotalSize(m.Files)),
+			p.dir, time.Since(t0).Round(time.Millisecond))
 	}
-	e.Manifest = m
-	logf("dataset: %d files, %s in %s (%s)", len(m.Files), workload.FormatSize(workload.TotalSize(m.Files)),
-		e.DataDir, time.Since(t0).Round(time.Millisecond))
 
 	minioDir := filepath.Join(cfg.WorkDir, "minio")
+	var err error
 	if e.MinIO, err = workload.StartMinIO(ctx, minioDir); err != nil {
 		return nil, err
 	}
 	logf("minio: %s (drive %s)", e.MinIO.Endpoint, e.MinIO.DataDir)
-	if err := e.upload(ctx, ds, minioDir); err != nil {
+	if err := e.upload(ctx, minioDir); err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -88,32 +115,32 @@ func (e *Env) s3(endpoint string) workload.S3Config {
 	return workload.S3Config{Endpoint: endpoint, Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey}
 }
 
-// upload puts the parts not uploaded before (a marker file per part and
-// definition sits beside the MinIO drive).
-func (e *Env) upload(ctx context.Context, ds workload.Dataset, minioDir string) error {
+// upload puts the parts not uploaded before, each in its own bucket (a
+// marker file per bucket sits beside the MinIO drive).
+func (e *Env) upload(ctx context.Context, minioDir string) error {
 	client := workload.NewS3Client(e.s3(e.MinIO.Endpoint))
-	if err := workload.EnsureBucket(ctx, client, e.Cfg.Bucket); err != nil {
-		return err
-	}
-	for _, part := range ds.Parts() {
-		prefix := part.Prefixes()[0]
-		marker := filepath.Join(minioDir, ".uploaded-"+e.Cfg.Bucket+"-"+prefix+"-"+part.Hash())
+	for _, prefix := range e.order {
+		p := e.parts[prefix]
+		marker := filepath.Join(minioDir, ".uploaded-"+p.bucket)
 		if _, err := os.Stat(marker); err == nil {
-			e.log("upload %s: already in MinIO", prefix)
+			e.log("upload %s: already in MinIO (bucket %s)", prefix, p.bucket)
 			continue
+		}
+		if err := workload.EnsureBucket(ctx, client, p.bucket); err != nil {
+			return err
 		}
 		entries := e.Manifest.Under(prefix)
 		t0 := time.Now()
-		err := workload.Upload(ctx, workload.S3Put(client, e.Cfg.Bucket), e.DataDir, entries, 32, func(p workload.Progress) {
-			e.log("  uploading %s: %s", prefix, p)
+		err := workload.Upload(ctx, workload.S3Put(client, p.bucket), p.dir, entries, 32, func(pr workload.Progress) {
+			e.log("  uploading %s: %s", prefix, pr)
 		})
 		if err != nil {
 			return err
 		}
 		el := time.Since(t0)
-		e.log("upload %s: %d objects, %s in %s (%.0f MB/s, %.0f objects/s)", prefix, len(entries),
+		e.log("upload %s: %d objects, %s in %s (%.0f MB/s, %.0f objects/s) to bucket %s", prefix, len(entries),
 			workload.FormatSize(workload.TotalSize(entries)), el.Round(time.Millisecond),
-			float64(workload.TotalSize(entries))/1e6/el.Seconds(), float64(len(entries))/el.Seconds())
+			float64(workload.TotalSize(entries))/1e6/el.Seconds(), float64(len(entries))/el.Seconds(), p.bucket)
 		if err := os.WriteFile(marker, nil, 0o644); err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}

@@ -124,7 +124,7 @@ func (r *Run) measure(ctx context.Context, env *Env, w Workload, s System, lat L
 	defer cancel()
 	var err error
 	if s.Client {
-		g := &workload.GetClient{S3: workload.NewS3Client(env.s3(lat.Endpoint)), Bucket: env.Cfg.Bucket}
+		g := &workload.GetClient{S3: workload.NewS3Client(env.s3(lat.Endpoint)), Bucket: env.Bucket(w.Prefix(env.Cfg.Scale))}
 		err = w.RunClient(wctx, p, g)
 	} else {
 		tag := fmt.Sprintf("%s-%s-%s", latName, s.Name, w.Name())

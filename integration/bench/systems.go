@@ -74,7 +74,7 @@ func allSystems(cfg Config) []System {
 		{Name: "local", Role: RoleLocal,
 			Version: func(context.Context) string { return "the dataset's source directory" },
 			Open: func(_ context.Context, e *Env, o OpenOpts) (FS, error) {
-				return localFS{root: filepath.Join(e.DataDir, o.Prefix)}, nil
+				return localFS{root: filepath.Join(e.PartDir(o.Prefix), o.Prefix)}, nil
 			}},
 		mountSystem(strata, RoleSubject, strata.Available, strata.Version, true),
 		mountSystem(&workload.Rclone{Flags: cfg.RcloneFlags}, RolePeer, nil, (&workload.Rclone{}).Version, false),
@@ -104,7 +104,7 @@ func mountSystem(m workload.Mounter, role Role, avail func(context.Context) erro
 			if err := os.RemoveAll(base); err != nil {
 				return nil, fmt.Errorf("bench: %w", err)
 			}
-			spec := workload.MountSpec{Bucket: e.Cfg.Bucket, Prefix: o.Prefix, Endpoint: o.Latency.Endpoint,
+			spec := workload.MountSpec{Bucket: e.Bucket(o.Prefix), Prefix: o.Prefix, Endpoint: o.Latency.Endpoint,
 				Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey,
 				CacheDir: filepath.Join(base, "cache"), Mountpoint: filepath.Join(base, "mnt"),
 				LogPath: filepath.Join(e.Cfg.WorkDir, "logs", o.Tag+".log"), Writable: o.Writable}

@@ -19,8 +19,8 @@ import (
 func prepare(t Task) (func() WorkerResult, error) {
 	switch t.Op {
 	case OpReadFiles:
-		if len(t.SHA256) > 0 && len(t.SHA256) != len(t.Paths) {
-			return nil, fmt.Errorf("read: %d checksums for %d paths", len(t.SHA256), len(t.Paths))
+		if len(t.SHA256) > 0 && len(t.SHA256) != len(t.Paths) || len(t.Sizes) > 0 && len(t.Sizes) != len(t.Paths) {
+			return nil, fmt.Errorf("read: %d checksums and %d sizes for %d paths", len(t.SHA256), len(t.Sizes), len(t.Paths))
 		}
 		if t.BufSize <= 0 {
 			t.BufSize = 128 << 10
@@ -81,6 +81,11 @@ func readFiles(t Task) WorkerResult {
 		}
 		res.Ops++
 		res.Bytes += n
+		if len(t.Sizes) > 0 && n != t.Sizes[i] {
+			// Reading the wrong data is a failure, not a measurement.
+			res.Err = fmt.Sprintf("%s: read %d bytes, want %d", p, n, t.Sizes[i])
+			break
+		}
 		if h != nil {
 			if sum != t.SHA256[i] {
 				res.Err = fmt.Sprintf("%s: sha256 %s, want %s", p, sum, t.SHA256[i])

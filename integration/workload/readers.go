@@ -33,7 +33,8 @@ type ReadOpts struct {
 }
 
 // ReadFiles reads every entry whole, in Procs separate processes, and
-// summarises files/s, MB/s and per-file latency.
+// summarises files/s, MB/s and per-file latency. A file whose size differs
+// from its entry's fails the pass.
 func ReadFiles(ctx context.Context, o ReadOpts) (Summary, error) {
 	if o.Procs <= 0 {
 		o.Procs = 1
@@ -51,6 +52,7 @@ func ReadFiles(ctx context.Context, o ReadOpts) (Summary, error) {
 		}
 		t := &tasks[i%len(tasks)]
 		t.Paths = append(t.Paths, filepath.Join(o.Root, filepath.FromSlash(rel)))
+		t.Sizes = append(t.Sizes, e.Size)
 		if o.Verify {
 			t.SHA256 = append(t.SHA256, e.SHA256)
 		}

@@ -63,6 +63,14 @@ func TestReadersReportErrors(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "sha256") {
 		t.Errorf("bad checksum: err = %v", err)
 	}
+	// So does a file of the wrong size.
+	entries[2].SHA256 = ""
+	entries[1].Size++
+	_, err = ReadFiles(ctx, ReadOpts{Root: dir, Entries: entries, Procs: 2})
+	if err == nil || !strings.Contains(err.Error(), "want 101") {
+		t.Errorf("wrong size: err = %v", err)
+	}
+	entries[1].Size--
 	if err := os.Remove(filepath.Join(dir, entries[0].Path)); err != nil {
 		t.Fatal(err)
 	}

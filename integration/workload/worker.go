@@ -28,9 +28,10 @@ const (
 // Task is what one worker process does.
 type Task struct {
 	Op string `json:"op"`
-	// OpReadFiles: Paths in order; SHA256 (optional, parallel to Paths)
-	// are checked; BufSize is the read(2) size.
+	// OpReadFiles: Paths in order; Sizes and SHA256 (optional, parallel
+	// to Paths) are checked; BufSize is the read(2) size.
 	Paths   []string `json:"paths,omitempty"`
+	Sizes   []int64  `json:"sizes,omitempty"`
 	SHA256  []string `json:"sha256,omitempty"`
 	BufSize int      `json:"buf_size,omitempty"`
 	// OpPread: Count reads of Size bytes in Path at offsets drawn from Seed.
