@@ -19,6 +19,17 @@
 // peer and the GET client of the same workload, phase and latency; a
 // Target in targets.go turns a ratio into a printed bar.
 //
+// Usage (the Makefile builds everything first):
+//
+//	make bench                                 # full scale, all rows (about 35 min on 2 cores)
+//	make bench-quick                           # small scale (about 6 min)
+//	make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata -latencies 20ms'
+//	bin/strata-bench -h                        # every flag; STRATA_BENCH_* env vars set defaults
+//
+// Results go to stdout and to -out (results.md, results.json, chart.png);
+// progress goes to stderr. Data, the MinIO drive and logs stay in -workdir
+// and are reused by the next run with the same scale and seed.
+//
 // Every timed read runs in separate reader processes (this binary
 // re-executed), with the page cache dropped before each phase. Nothing is
 // asserted: figures are printed.

@@ -100,8 +100,8 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 
 // measureAll runs, at every latency and for every workload, each system in
 // turn (local disk first): rows that are compared are measured close in
-// time, which matters on a machine whose load drifts. Latency-free
-// systems (local disk) are measured again in every latency block.
+// time, which matters on a machine whose load drifts. Local disk, which
+// does not use the network, is measured again in every latency block.
 func (r *Run) measureAll(ctx context.Context, env *Env, systems []System, wls []Workload, logf func(string, ...any)) error {
 	for _, lat := range env.Lats {
 		for _, w := range wls {

@@ -169,7 +169,7 @@ func Upload(ctx context.Context, put PutFunc, dir string, entries []FileEntry, p
 		go func() {
 			defer wg.Done()
 			for e := range next {
-				err := put(ctx, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)), e.Size)
+				err := putRetry(ctx, put, e.Path, filepath.Join(dir, filepath.FromSlash(e.Path)), e.Size)
 				if err != nil {
 					errOnce.Do(func() { firstErr = fmt.Errorf("workload: upload %s: %w", e.Path, err); cancel() })
 					continue
@@ -200,4 +200,26 @@ feed:
 		progress(report())
 	}
 	return nil
+}
+
+// uploadAttempts bounds retries of one object: uploads are idempotent, and
+// a loaded machine can stall a request until the server gives up on it
+// (MinIO answers IncompleteBody, which the SDK does not retry).
+const uploadAttempts = 4
+
+func putRetry(ctx context.Context, put PutFunc, key, path string, size int64) error {
+	var err error
+	for attempt := 0; attempt < uploadAttempts; attempt++ {
+		if attempt > 0 {
+			select {
+			case <-ctx.Done():
+				return errors.Join(err, ctx.Err())
+			case <-time.After(time.Duration(1<<attempt) * 500 * time.Millisecond):
+			}
+		}
+		if err = put(ctx, key, path, size); err == nil || ctx.Err() != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%d attempts: %w", uploadAttempts, err)
 }
