@@ -261,12 +261,12 @@ func tree(t *testing.T, dir string) map[string]string {
 		if d.IsDir() {
 			return nil
 		}
-		b, err := os.ReadFile(p)
+		h, _, err := fileSHA(p)
 		if err != nil {
 			return err
 		}
 		rel, _ := filepath.Rel(dir, p)
-		got[rel] = sha(b)
+		got[rel] = h
 		return nil
 	})
 	if err != nil {

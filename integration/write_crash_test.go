@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -46,13 +47,13 @@ func TestAsyncUploadSurvivesKill9(t *testing.T) {
 	if testing.Short() {
 		size = 64 << 20
 	}
-	data := randData(77, size)
+	want := streamSHA(77, int64(size))
 	m := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--upload", "async")
 	stop := make(chan struct{})
 	var once sync.Once
 	defer once.Do(func() { close(stop) })
 	partial := watchBucket(t, be, "model.pt", int64(size), stop)
-	closeTook, err := writeFile(filepath.Join(m.dir, "model.pt"), data)
+	closeTook, err := writeStream(filepath.Join(m.dir, "model.pt"), 77, int64(size))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,8 +73,8 @@ func TestAsyncUploadSurvivesKill9(t *testing.T) {
 	}
 	once.Do(func() { close(stop) })
 	got, n, err := bucketSHA(t, w, "model.pt")
-	if err != nil || got != sha(data) || n != int64(size) {
-		t.Fatalf("after restart: %d bytes, sha ok=%v, %v", n, got == sha(data), err)
+	if err != nil || got != want || n != int64(size) {
+		t.Fatalf("after restart: %d bytes, sha ok=%v, %v", n, got == want, err)
 	}
 	if p := partial.Load(); p != 0 {
 		t.Fatalf("a partial object was visible %d times", p)
@@ -93,17 +94,18 @@ func TestBackendFailsMidUpload(t *testing.T) {
 	bucket := srv.newBucket(t)
 	w := srv.writer(t, bucket)
 	be := w.(backend.Backend)
-	data := randData(88, 200<<20)
+	const size = 200 << 20
+	want := streamSHA(88, size)
 	m := startMount(t, srv, srv.source(bucket, ""), "")
 	stop := make(chan struct{})
 	defer close(stop)
-	partial := watchBucket(t, be, "ckpt.bin", int64(len(data)), stop)
+	partial := watchBucket(t, be, "ckpt.bin", size, stop)
 	f, err := os.Create(filepath.Join(m.dir, "ckpt.bin"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for off := 0; off < len(data); off += 1 << 20 {
-		f.Write(data[off : off+1<<20])
+	if _, err := io.CopyBuffer(onlyWriter{f}, newStream(88, size), make([]byte, 1<<20)); err != nil {
+		t.Fatal(err)
 	}
 	go func() { time.Sleep(200 * time.Millisecond); srv.stop(t) }() // mid-upload
 	if err := f.Close(); err == nil {
@@ -112,14 +114,14 @@ func TestBackendFailsMidUpload(t *testing.T) {
 		t.Logf("close() reported: %v", err)
 	}
 	time.Sleep(500 * time.Millisecond)
-	if b, err := os.ReadFile(filepath.Join(m.dir, "ckpt.bin")); err != nil || sha(b) != sha(data) {
+	if got, _, err := fileSHA(filepath.Join(m.dir, "ckpt.bin")); err != nil || got != want {
 		t.Fatalf("local copy not kept readable: %v", err)
 	}
 	srv.restart(t)
 	if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err != nil {
 		t.Fatalf("strata sync: %v\n%s", err, out)
 	}
-	if got, _, err := bucketSHA(t, w, "ckpt.bin"); err != nil || got != sha(data) {
+	if got, _, err := bucketSHA(t, w, "ckpt.bin"); err != nil || got != want {
 		t.Fatalf("after the server came back: %v", err)
 	}
 	if p := partial.Load(); p != 0 {

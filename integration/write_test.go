@@ -73,19 +73,19 @@ func TestWriteSizesReachTheBucket(t *testing.T) {
 			sizes = sizes[:3]
 		}
 		for _, size := range sizes {
-			data := randData(uint64(size), size)
+			seed, n64 := uint64(size), int64(size)
+			want := streamSHA(seed, n64)
 			name := fmt.Sprintf("f-%d", size)
-			if _, err := writeFile(filepath.Join(m.dir, name), data); err != nil {
+			if _, err := writeStream(filepath.Join(m.dir, name), seed, n64); err != nil {
 				t.Fatalf("write %s: %v", name, err)
 			}
 			got, n, err := bucketSHA(t, w, "ckpt/"+name)
-			if err != nil || got != sha(data) || n != int64(size) {
-				t.Fatalf("%s in the bucket: %d bytes, sha ok=%v, %v", name, n, got == sha(data), err)
+			if err != nil || got != want || n != n64 {
+				t.Fatalf("%s in the bucket: %d bytes, sha ok=%v, %v", name, n, got == want, err)
 			}
 			// Reading it back is a local read: the written file is the cached copy.
 			before, _ := readSessionNow(t, m)
-			b, err := os.ReadFile(filepath.Join(m.dir, name))
-			if err != nil || !bytes.Equal(b, data) {
+			if got, _, err := fileSHA(filepath.Join(m.dir, name)); err != nil || got != want {
 				t.Fatalf("read back %s: %v", name, err)
 			}
 			if after, _ := readSessionNow(t, m); after.FetchedBytes != before.FetchedBytes {
