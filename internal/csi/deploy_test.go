@@ -276,8 +276,12 @@ func checkPod(t *testing.T, where string, pod *corev1.PodSpec, pvs map[string]*c
 }
 
 func checkSidecar(t *testing.T, where string, pod *corev1.PodSpec, handoff string) {
-	if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool { return v.Name == handoff && v.EmptyDir != nil }) {
-		t.Errorf("%s: sidecar mode needs an emptyDir volume named %s", where, handoff)
+	// On disk, not tmpfs: kubelet may mount a Memory emptyDir over the
+	// directory after the plugin put the socket there, hiding it.
+	if !slices.ContainsFunc(pod.Volumes, func(v corev1.Volume) bool {
+		return v.Name == handoff && v.EmptyDir != nil && v.EmptyDir.Medium == corev1.StorageMediumDefault
+	}) {
+		t.Errorf("%s: sidecar mode needs a (disk) emptyDir volume named %s", where, handoff)
 	}
 	for _, c := range pod.InitContainers {
 		if len(c.Args) == 0 || c.Args[0] != "sidecar" {
