@@ -107,9 +107,9 @@ func runSidecar(o sidecarOptions) error {
 	defer stop()
 	var wg sync.WaitGroup
 	seen := map[string]bool{}
-	var active sync.WaitGroup
+	running := 0                 // volumes being served; only this loop counts them
+	ended := make(chan struct{}) // one token per volume that ended
 	started := time.Now()
-	done := make(chan struct{})
 	t := time.NewTicker(200 * time.Millisecond)
 	defer t.Stop()
 	s.log.Info("sidecar: waiting for volumes", "handoff_dir", o.handoffDir)
@@ -121,15 +121,15 @@ func runSidecar(o sidecarOptions) error {
 				continue
 			}
 			seen[dir] = true
-			if len(seen) == 1 {
-				go func() { active.Wait(); close(done) }()
-			}
+			running++
 			wg.Add(1)
-			active.Add(1)
 			go func() {
 				defer wg.Done()
-				defer active.Done()
 				s.serveVolume(ctx, dir)
+				select {
+				case ended <- struct{}{}:
+				case <-ctx.Done(): // the loop is waiting for wg, not reading
+				}
 			}()
 		}
 		if len(seen) == 0 && o.waitTimeout > 0 && time.Since(started) > o.waitTimeout {
@@ -140,10 +140,12 @@ func runSidecar(o sidecarOptions) error {
 			wg.Wait()
 			s.log.Info("sidecar: stopped by signal")
 			return nil
-		case <-done:
-			wg.Wait()
-			s.log.Info("sidecar: every volume is unmounted; exiting")
-			return nil
+		case <-ended:
+			if running--; running == 0 {
+				wg.Wait()
+				s.log.Info("sidecar: every volume is unmounted; exiting")
+				return nil
+			}
 		case <-t.C:
 		}
 	}
