@@ -5,6 +5,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -298,5 +299,61 @@ func TestCSINodeMode(t *testing.T) {
 	}
 	if err := p.unpublish("vol-node", c); err != nil {
 		t.Fatalf("NodeUnpublishVolume again (idempotent): %v", err)
+	}
+}
+
+// TestCSISidecarTwoVolumes: one sidecar serves every Strata volume of its
+// pod, each from its own hand-off, and exits once both are unpublished.
+func TestCSISidecarTwoVolumes(t *testing.T) {
+	requireFUSE(t)
+	vol := newCSIVolume(t, "sidecar")
+	p := startCSI(t)
+	kubelet := t.TempDir()
+	train, handoff := podTarget(t, kubelet, "91aa", "train")
+	labels, _ := podTarget(t, kubelet, "91aa", "labels")
+	sub := map[string]string{}
+	for k, v := range vol.attrs {
+		sub[k] = v
+	}
+	sub["source"] = strings.TrimSuffix(vol.attrs["source"], "/train") + "/train/class-a"
+	for _, v := range []struct {
+		id, target string
+		attrs      map[string]string
+	}{{"vol-train", train, vol.attrs}, {"vol-labels", labels, sub}} {
+		if err := p.publish(publishReq(v.id, v.target, v.attrs, vol.secrets)); err != nil {
+			t.Fatalf("NodePublishVolume %s: %v", v.id, err)
+		}
+	}
+	sc := startSidecar(t, handoff, t.TempDir())
+	for _, name := range []string{"train", "labels"} {
+		csiWaitFile(t, filepath.Join(handoff, name, "ready"), 60*time.Second, sc.logTail)
+	}
+	if d := diffTrees(vol.want, tree(t, train)); d != "" {
+		t.Fatalf("train volume differs:\n%s", d)
+	}
+	if d := diffTrees(expect(vol.files, "train/class-a/"), tree(t, labels)); d != "" {
+		t.Fatalf("second volume differs:\n%s", d)
+	}
+	if err := p.unpublish("vol-train", train); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sc.exited:
+		t.Fatalf("sidecar exited (%v) while it still served a volume", sc.err)
+	case <-time.After(2 * time.Second):
+	}
+	if d := diffTrees(expect(vol.files, "train/class-a/"), tree(t, labels)); d != "" {
+		t.Fatalf("second volume differs after the first left:\n%s", d)
+	}
+	if err := p.unpublish("vol-labels", labels); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-sc.exited:
+		if sc.err != nil {
+			t.Fatalf("sidecar exited with %v, want 0", sc.err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("sidecar still running 30s after its last volume was unpublished")
 	}
 }
