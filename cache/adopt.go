@@ -23,6 +23,12 @@ func (s *Store) ReserveStaging(n int64) error {
 	if s.reserve(n) {
 		return nil
 	}
+	// The limit is re-read from the disk at most once a second; space may
+	// have been freed since. Look again before refusing a write.
+	s.limits.Refresh()
+	if s.reserve(n) {
+		return nil
+	}
 	// Make room now rather than fail a write the evictor could have saved.
 	used := s.used.Load()
 	s.evict(used + n - s.limits.Limit(used)/100*lowWater)

@@ -41,6 +41,11 @@ type fileNode struct {
 	ptOpen   int                // open passthrough handles
 	usOpen   int                // open userspace handles
 	local    *os.File           // committed content waiting for its upload (read side)
+	// pre is the entry before the current write session (zero for a file
+	// created in it); writeErr the first failed write of the session. A
+	// session with a failed write is abandoned at close, back to pre.
+	pre      meta.Entry
+	writeErr error
 }
 
 var (

@@ -37,7 +37,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	e := meta.Entry{Name: name, MTime: time.Now().UnixNano(), Version: "local:" + st.Name(), Local: true}
 	n := newFileNode(f, key, e)
 	n.base = backend.VersionAbsent // created here: the upload must not replace someone else's
-	n.sess, n.dirty, n.writers, n.usOpen = st, true, 1, 1
+	n.sess, n.dirty, n.writers, n.usOpen = st, true, 1, 1 // pre stays zero: new
 	f.trackLocal(n, key, e)
 	f.fileAttr(e, &out.Attr)
 	out.SetEntryTimeout(f.timeout())

@@ -90,7 +90,7 @@ func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
 		return err
 	}
 	n.mu.Lock()
-	n.sess = st
+	n.sess, n.pre, n.writeErr = st, n.entry, nil
 	if trunc {
 		n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
 	}
@@ -168,9 +168,16 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 			n.entry.MTime = time.Now().UnixNano()
 			n.mu.Unlock()
 		}
+		if err != nil {
+			n.mu.Lock()
+			if n.writeErr == nil {
+				n.writeErr = err // the session will not be uploaded
+			}
+			n.mu.Unlock()
+		}
 		n.sessMu.RUnlock()
 		if err != nil {
-			f.log.Warn("fs: write failed", "key", n.key.get(), "off", off, "err", err)
+			f.log.Warn("fs: write failed; the file will not be uploaded", "key", n.key.get(), "off", off, "err", err)
 			return 0, toErrno(err)
 		}
 		return uint32(k), 0
@@ -249,7 +256,7 @@ func (n *fileNode) commit(ctx context.Context) error {
 	n.sessMu.Lock()
 	n.mu.Lock()
 	st, dirty, unlinked := n.sess, n.dirty, n.unlinked
-	if st == nil || (!dirty && !unlinked) {
+	if st == nil || (!dirty && !unlinked && n.writeErr == nil) {
 		n.mu.Unlock()
 		n.sessMu.Unlock()
 		return nil
@@ -260,6 +267,14 @@ func (n *fileNode) commit(ctx context.Context) error {
 		n.sessMu.Unlock()
 		st.Discard()
 		return nil
+	}
+	if werr := n.writeErr; werr != nil {
+		n.abandonLocked()
+		n.mu.Unlock()
+		n.sessMu.Unlock()
+		st.Discard()
+		n.forgetIfNew()
+		return werr
 	}
 	// Keep reading the committed bytes while they upload (the uploader
 	// moves the file into the cache; this descriptor follows it).
@@ -368,6 +383,8 @@ func (n *fileNode) truncate(ctx context.Context, size int64) error {
 	n.mu.Lock()
 	if terr == nil {
 		n.entry.Size, n.entry.MTime, n.dirty = size, time.Now().UnixNano(), true
+	} else if n.writeErr == nil {
+		n.writeErr = terr
 	}
 	writers := n.writers
 	n.mu.Unlock()
@@ -379,4 +396,58 @@ func (n *fileNode) truncate(ctx context.Context, size int64) error {
 		return n.commit(ctx)
 	}
 	return nil
+}
+
+// abandonLocked drops a session in which a write failed: an object store
+// file is whole or not at all, so what was staged is not uploaded and the
+// file goes back to what it was before (a new file goes away). The
+// application saw the failed write; close returns the error again.
+// Caller holds n.mu (and sessMu).
+func (n *fileNode) abandonLocked() {
+	n.fsys.log.Error("fs: a write to this file failed; it is not uploaded and keeps its previous content", "key", n.key.get(), "err", n.writeErr)
+	n.writeErr = nil
+	if n.pre.Version == "" { // created in this session
+		n.entry.Local, n.entry.Size = false, 0
+		n.unlinked = true
+		return
+	}
+	n.entry = n.pre
+}
+
+// forgetIfNew removes a new file abandoned by abandonLocked from the tree.
+func (n *fileNode) forgetIfNew() {
+	n.mu.Lock()
+	gone := n.unlinked
+	n.mu.Unlock()
+	f := n.fsys
+	key := n.key.get()
+	dir, name := meta.Parent(key)
+	// The kernel still caches the abandoned bytes (and, for a new file,
+	// its name): tell it, off the request path (a notification must not
+	// wait on a lock the triggering request holds).
+	parent := n.parentDir()
+	go func() {
+		n.NotifyContent(0, 0)
+		if gone && parent != nil {
+			parent.NotifyEntry(name)
+		}
+	}()
+	if gone {
+		f.untrack(key, n)
+		f.meta.ClearLocal(dir, name)
+		return
+	}
+	n.mu.Lock()
+	e := n.entry
+	n.mu.Unlock()
+	if !e.Local && !f.wb.Pending(key) {
+		f.untrack(key, n)
+		f.meta.ClearLocal(dir, name)
+	}
+}
+
+// parentDir returns the inode of the node's directory, if it is known.
+func (n *fileNode) parentDir() *gofs.Inode {
+	_, p := n.Parent()
+	return p
 }
