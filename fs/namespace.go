@@ -36,7 +36,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	key := d.key.get() + name
 	e := meta.Entry{Name: name, MTime: time.Now().UnixNano(), Version: "local:" + st.Name(), Local: true}
 	n := newFileNode(f, key, e)
-	n.base = backend.VersionAbsent // created here: the upload must not replace someone else's
+	n.base = backend.VersionAbsent                        // created here: the upload must not replace someone else's
 	n.sess, n.dirty, n.writers, n.usOpen = st, true, 1, 1 // pre stays zero: new
 	f.trackLocal(n, key, e)
 	f.fileAttr(e, &out.Attr)
