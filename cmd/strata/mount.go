@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"runtime/debug"
 	"strings"
 	"syscall"
 	"time"
@@ -82,6 +83,9 @@ func runMount(cfg *config.Config, source, mountpoint string) error {
 
 	log := newLogger(os.Stderr, cfg.LogLevel, cfg.LogFormat)
 	startDebug(log)
+	if os.Getenv("GOMEMLIMIT") == "" { // the user's own setting wins
+		debug.SetMemoryLimit(goMemoryLimit(cfg))
+	}
 	ready := readyPipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -115,6 +119,15 @@ func runMount(cfg *config.Config, source, mountpoint string) error {
 		}
 	}
 }
+
+// goMemoryLimit is the Go runtime's soft memory limit for a mount: the
+// fetch buffers (--memory-limit) plus what a mount holds besides them,
+// go-fuse's request buffers (MaxBackground and synchronous reads of up to
+// MaxRead each, about 192 MiB) and the index (about 64 MiB), with slack.
+// Without it the heap grows to twice what is live between collections:
+// 64 readers at --memory-limit 128MiB peaked at 659 MiB of anonymous RSS
+// (make soak); with it, 341 MiB at the same throughput.
+func goMemoryLimit(cfg *config.Config) int64 { return int64(cfg.MemoryLimit) + 320<<20 }
 
 // unmount detaches the mount; if files are still open it detaches lazily,
 // so the kernel finishes with them and the process exits once they close.

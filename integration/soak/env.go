@@ -123,21 +123,24 @@ type sample struct {
 	Label      string  `json:"label,omitempty"`
 	At         float64 `json:"at_s"`
 	RSS        int64   `json:"rss_bytes"`
+	RSSAnon    int64   `json:"rss_anon_bytes"` // the process's own memory (RSS less mapped files)
 	Threads    int     `json:"threads"`
 	FDs        int     `json:"fds"`
+	CacheFDs   int     `json:"cache_fds"`  // of which cache files (kept open for idle objects, by design)
 	Goroutines int     `json:"goroutines"` // -1: no metrics
 }
 
 type sampler struct {
 	pid     int
 	metrics string
+	objects string // <cache-dir>/objects/
 	start0  time.Time
 	mu      sync.Mutex
 	samples []sample
 }
 
-func newSampler(pid int, metrics string) *sampler {
-	return &sampler{pid: pid, metrics: metrics, start0: time.Now()}
+func newSampler(m *mounted) *sampler {
+	return &sampler{pid: m.pid, metrics: m.metrics, objects: filepath.Join(m.cacheDir, "objects") + "/", start0: time.Now()}
 }
 
 // sample reads /proc/<pid>/status and fd, and go_goroutines.
@@ -155,14 +158,22 @@ func (s *sampler) sample(label string) sample {
 			switch k {
 			case "VmRSS":
 				x.RSS = n << 10
+			case "RssAnon":
+				x.RSSAnon = n << 10
 			case "Threads":
 				x.Threads = int(n)
 			}
 		}
 		f.Close()
 	}
-	if es, err := os.ReadDir(fmt.Sprintf("/proc/%d/fd", s.pid)); err == nil {
+	fdDir := fmt.Sprintf("/proc/%d/fd", s.pid)
+	if es, err := os.ReadDir(fdDir); err == nil {
 		x.FDs = len(es)
+		for _, e := range es {
+			if t, err := os.Readlink(filepath.Join(fdDir, e.Name())); err == nil && strings.HasPrefix(t, s.objects) {
+				x.CacheFDs++
+			}
+		}
 	}
 	x.Goroutines = scrapeGoroutines(s.metrics)
 	s.mu.Lock()

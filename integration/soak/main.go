@@ -14,6 +14,7 @@
 package main
 
 import (
+	"bytes"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -99,12 +100,13 @@ func run(c config) (rep *report, err error) {
 	}
 	defer m.unmount()
 	rep = &report{Config: c.String(), Files: ds.count(), DataBytes: ds.bytes()}
-	s := newSampler(m.pid, m.metrics)
+	s := newSampler(m)
 	stop := s.start(2 * time.Second)
 	idle := func(label string) {
 		time.Sleep(c.idle)
 		rep.Idle = append(rep.Idle, s.sample(label))
 	}
+	rep.LoadAvgStart = loadAvg()
 	idle("before")
 	for phase := range 3 {
 		st := readLoad(m.dir, ds, c.readers, c.duration/3, uint64(phase))
@@ -118,7 +120,22 @@ func run(c config) (rep *report, err error) {
 		rep.Failures = append(rep.Failures, "the mount process died")
 	}
 	rep.evaluate(c)
+	rep.LoadAvg = loadAvg()
+	if len(rep.Failures) > 0 { // keep the mount's log, the soak's directory goes
+		if b, err := os.ReadFile(filepath.Join(m.cacheDir, "strata.log")); err == nil {
+			p := filepath.Join(os.TempDir(), fmt.Sprintf("strata-soak-%d.log", time.Now().Unix()))
+			if os.WriteFile(p, b, 0o644) == nil {
+				rep.Log = p
+			}
+		}
+	}
 	return rep, nil
+}
+
+// loadAvg is /proc/loadavg: the soak shares the machine with whatever runs.
+func loadAvg() string {
+	b, _ := os.ReadFile("/proc/loadavg")
+	return string(bytes.TrimSpace(b))
 }
 
 func (c config) String() string {

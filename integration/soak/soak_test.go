@@ -26,13 +26,13 @@ func TestFillIsAFunctionOfOffset(t *testing.T) {
 func TestEvaluate(t *testing.T) {
 	c := config{memoryLimit: 128 << 20, rssAllowance: 384 << 20}
 	idle := func(rss int64, fds, thr, g int) []sample {
-		return []sample{{Label: "before", At: 0, RSS: 100 << 20, FDs: 20, Threads: 10, Goroutines: 40},
-			{Label: "after phase 1", At: 10, RSS: 200 << 20, FDs: 40, Threads: 20, Goroutines: 60},
-			{Label: "after phase 2", At: 20, RSS: 200 << 20, FDs: 40, Threads: 20, Goroutines: 60},
-			{Label: "after phase 3", At: 30, RSS: rss, FDs: fds, Threads: thr, Goroutines: g}}
+		return []sample{{Label: "before", At: 0, RSSAnon: 100 << 20, FDs: 20, Threads: 10, Goroutines: 40},
+			{Label: "after phase 1", At: 10, RSSAnon: 200 << 20, FDs: 40, CacheFDs: 10, Threads: 20, Goroutines: 60},
+			{Label: "after phase 2", At: 20, RSSAnon: 200 << 20, FDs: 40, CacheFDs: 10, Threads: 20, Goroutines: 60},
+			{Label: "after phase 3", At: 30, RSSAnon: rss, FDs: fds + 500, CacheFDs: 510, Threads: thr, Goroutines: g}}
 	}
 	load := func(r1, r3 int64) []sample {
-		return []sample{{At: 5, RSS: r1}, {At: 15, RSS: r1}, {At: 25, RSS: r3}}
+		return []sample{{At: 5, RSSAnon: r1}, {At: 15, RSSAnon: r1}, {At: 25, RSSAnon: r3}}
 	}
 	ok := phaseStats{Reads: 10}
 	tests := []struct {
@@ -45,11 +45,12 @@ func TestEvaluate(t *testing.T) {
 		{"clean", []phaseStats{ok, ok, ok}, idle(200<<20, 44, 22, 70), load(300<<20, 310<<20), ""},
 		{"wrong bytes", []phaseStats{ok, {Reads: 5, WrongBytes: 1}, ok}, idle(200<<20, 40, 20, 60), load(300<<20, 300<<20), "wrong bytes"},
 		{"read errors", []phaseStats{ok, ok, {Reads: 5, Errors: 2, FirstError: "EIO"}}, idle(200<<20, 40, 20, 60), load(300<<20, 300<<20), "failed"},
-		{"rss past limit", []phaseStats{ok, ok, ok}, idle(200<<20, 40, 20, 60), load(300<<20, 600<<20), "peak RSS"},
+		{"anonymous rss past limit", []phaseStats{ok, ok, ok}, idle(200<<20, 40, 20, 60), load(300<<20, 600<<20), "peak anonymous RSS"},
 		{"rss growing", []phaseStats{ok, ok, ok}, idle(200<<20, 40, 20, 60), load(200<<20, 400<<20), "RSS grew"},
 		{"fd leak", []phaseStats{ok, ok, ok}, idle(200<<20, 100, 20, 60), load(300<<20, 300<<20), "descriptors"},
 		{"goroutine leak", []phaseStats{ok, ok, ok}, idle(200<<20, 40, 20, 500), load(300<<20, 300<<20), "goroutines"},
-		{"thread leak", []phaseStats{ok, ok, ok}, idle(200<<20, 40, 90, 60), load(300<<20, 300<<20), "threads"},
+		{"threads unbounded", []phaseStats{ok, ok, ok}, idle(200<<20, 40, 300, 60), load(300<<20, 300<<20), "threads"},
+		{"read hung", []phaseStats{ok, {Reads: 5, SlowestMS: 200e3}, ok}, idle(200<<20, 40, 20, 60), load(300<<20, 300<<20), "a read took"},
 	}
 	for _, tc := range tests {
 		r := &report{Phases: tc.phases, Idle: tc.idle, Samples: tc.load}
