@@ -307,6 +307,7 @@ func endpointOf(addr string) []string {
 // and no read takes longer than the bound.
 func TestReadsUnderNetworkFaults(t *testing.T) {
 	requireFUSE(t)
+	t.Parallel() // mostly waits out stalled requests, as TestBackendGone does
 	srv := startMinIO(t).(*minioServer)
 	bucket := srv.newBucket(t)
 	files := faultTree()
