@@ -1,6 +1,8 @@
 package meta
 
 import (
+	"context"
+	"errors"
 	"math/rand/v2"
 	"slices"
 	"sort"
@@ -174,4 +176,42 @@ func FuzzMerger(f *testing.F) {
 			t.Fatalf("Join(%q, %q) != %q", dir, name, keys[0])
 		}
 	})
+}
+
+// cancelAware fails every call made with a cancelled context, as real
+// backends do.
+type cancelAware struct{ *fakeBackend }
+
+func (b cancelAware) Stat(ctx context.Context, key string) (backend.ObjectInfo, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.ObjectInfo{}, err
+	}
+	return b.fakeBackend.Stat(ctx, key)
+}
+
+func (b cancelAware) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
+	if err := ctx.Err(); err != nil {
+		return backend.ListPage{}, err
+	}
+	return b.fakeBackend.List(ctx, prefix, opt)
+}
+
+// TestLookupNotFailedByInterrupt: a point lookup whose caller's context
+// is cancelled (the kernel's INTERRUPT when the calling thread gets any
+// signal) still answers; it used to fail, and open() returned EINTR
+// (posixtest AppendWrite under the Go runtime's preemption signals).
+func TestLookupNotFailedByInterrupt(t *testing.T) {
+	be := cancelAware{newFake(10, "d/f", "d/sub/x")}
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, dir := range map[string]bool{"f": false, "sub": true} {
+		e, err := c.Lookup(ctx, "d/", name)
+		if err != nil || e.Dir != dir {
+			t.Errorf("lookup %s with an interrupted caller: %+v, %v", name, e, err)
+		}
+	}
+	if _, err := c.Lookup(ctx, "d/", "missing"); !errors.Is(err, backend.ErrNotExist) {
+		t.Errorf("lookup of a missing name with an interrupted caller: %v", err)
+	}
 }

@@ -54,11 +54,16 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 		page    backend.ListPage
 		listErr error
 	)
+	// Like listing loads, a lookup is not cancelled with its caller: the
+	// kernel interrupts a request whenever the calling thread gets a
+	// signal (the Go runtime's SIGURG preemption included), and open() or
+	// stat() would fail with EINTR. The backend's own timeouts bound it.
+	bctx := context.WithoutCancel(ctx)
 	wg.Add(2)
-	go func() { defer wg.Done(); info, statErr = c.be.Stat(ctx, key) }()
+	go func() { defer wg.Done(); info, statErr = c.be.Stat(bctx, key) }()
 	go func() {
 		defer wg.Done()
-		page, listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})
+		page, listErr = c.be.List(bctx, key+"/", backend.ListOptions{Limit: 1})
 	}()
 	wg.Wait()
 
