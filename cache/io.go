@@ -102,9 +102,12 @@ func (st *objectState) verifyBlock(i int64, p []byte, off int64) error {
 		}
 	}
 	if CRC(data) != st.crcs[i].Load() {
-		st.s.log.Warn("cache: block failed CRC check; refetching", "key", st.rec.Key, "block", i)
-		st.s.stats.CorruptBlocks.Add(1)
-		st.dropBlock(i)
+		// Two readers can catch the same bad block at once; the one that
+		// drops it reports it, so each bad block counts once.
+		if st.dropBlock(i) {
+			st.s.log.Warn("cache: block failed CRC check; refetching", "key", st.rec.Key, "block", i)
+			st.s.stats.CorruptBlocks.Add(1)
+		}
 		return ErrCorrupt
 	}
 	if st.verified.set(i) {
@@ -130,18 +133,21 @@ func (o *Object) Verify() (bad int, err error) {
 	return bad, nil
 }
 
-// dropBlock forgets block i (index first, then memory).
-func (st *objectState) dropBlock(i int64) {
+// dropBlock forgets block i (index first, then memory). It reports
+// whether this call was the one that took the block out.
+func (st *objectState) dropBlock(i int64) bool {
 	if err := st.s.ix.DropBlocks(st.id, []int64{i}); err != nil {
 		st.s.log.Warn("cache: dropping block", "key", st.rec.Key, "block", i, "err", err)
 	}
-	if st.present.clear(i) {
+	dropped := st.present.clear(i)
+	if dropped {
 		st.nPresent.Add(-1)
 		st.s.used.Add(-st.rec.BlockLen(i))
 	}
 	if st.verified.clear(i) {
 		st.nVerif.Add(-1)
 	}
+	return dropped
 }
 
 // WriteBlock caches block i. data must be the whole block. A block already

@@ -76,7 +76,9 @@ func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
 	case trunc || e.Size == 0:
 		st, err = f.wb.NewStaging()
 	case local != nil:
-		st, err = f.wb.NewStagingFrom(local.Name(), e.Size)
+		// From the descriptor, not the name: the uploader may have moved
+		// the file into the cache already (the descriptor follows it).
+		st, err = f.wb.NewStagingCopy(local, e.Size)
 	case e.Local:
 		if p, size, ok := f.wb.StagingPath(key); ok {
 			st, err = f.wb.NewStagingFrom(p, size)

@@ -22,6 +22,7 @@ type breaker struct {
 	lastErr error     // the failure that opened the breaker, nil when closed
 	since   time.Time // when it opened (or the last probe failed)
 	probing bool
+	closed  time.Time // when a fetch last succeeded
 }
 
 // allow returns nil if a fetch may go to the backend, or the error to fail
@@ -39,8 +40,10 @@ func (b *breaker) allow() (probe bool, err error) {
 	return true, nil
 }
 
-// done records a fetch outcome.
-func (b *breaker) done(probe bool, err error) {
+// done records the outcome of a fetch that started at started. A failure
+// of a fetch that started before the last success is old news (it was
+// sent while the backend was down) and does not reopen the breaker.
+func (b *breaker) done(probe bool, started time.Time, err error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if probe {
@@ -48,8 +51,8 @@ func (b *breaker) done(probe bool, err error) {
 	}
 	switch {
 	case err == nil:
-		b.lastErr = nil
-	case errors.Is(err, backend.ErrUnavailable):
+		b.lastErr, b.closed = nil, b.now()
+	case errors.Is(err, backend.ErrUnavailable) && !started.Before(b.closed):
 		b.lastErr, b.since = err, b.now()
 	}
 }

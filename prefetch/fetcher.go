@@ -329,8 +329,9 @@ func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (next int, progressed, 
 	if err != nil {
 		return from, false, false, err
 	}
+	sent := f.health.now()
 	body, err := f.be.ReadRange(ctx, k.Key, k.Version, start, end-start)
-	f.health.done(probe, err)
+	f.health.done(probe, sent, err)
 	if err != nil {
 		return from, false, false, err
 	}
