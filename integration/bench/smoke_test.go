@@ -112,7 +112,8 @@ func TestSmokeBaselines(t *testing.T) {
 	}
 }
 
-// TestSmokeStrata runs every workload on strata at the tiny scale. It is
+// TestSmokeStrata runs every workload on strata, and on strata as a
+// second node of a shared cache tier, at the tiny scale. It is
 // skipped only when the strata binary is missing or has no mount command.
 func TestSmokeStrata(t *testing.T) {
 	if testing.Short() {
@@ -124,21 +125,21 @@ func TestSmokeStrata(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
-	r, out := smoke(t, "local,strata", "0ms")
-	n := 0
+	r, out := smoke(t, "local,strata,"+secondNodeName, "0ms")
+	n := map[string]int{}
 	for _, row := range r.Results.Rows {
-		if row.System != "strata" {
+		if row.System != "strata" && row.System != secondNodeName {
 			continue
 		}
-		n++
+		n[row.System]++
 		if row.Err != "" {
-			t.Errorf("%s/%s/%s failed: %s", row.Workload, row.Phase, row.Latency, row.Err)
+			t.Errorf("%s/%s/%s/%s failed: %s", row.System, row.Workload, row.Phase, row.Latency, row.Err)
 		}
 	}
-	if n != 11 {
-		t.Errorf("%d strata rows, want 11 (one per phase)\n%s", n, out)
+	if n["strata"] != 11 || n[secondNodeName] != 11 {
+		t.Errorf("rows %v, want 11 per system (one per phase)\n%s", n, out)
 	}
-	if !strings.Contains(out, "### Issue #3 targets") {
+	if !strings.Contains(out, "### Targets of issues #3 and #9") {
 		t.Error("no targets table")
 	}
 }

@@ -77,6 +77,7 @@ func allSystems(cfg Config) []System {
 				return localFS{root: filepath.Join(e.PartDir(o.Prefix), o.Prefix)}, nil
 			}},
 		mountSystem(strata, RoleSubject, strata.Available, strata.Version, true),
+		secondNodeSystem(cfg),
 		mountSystem(&workload.Rclone{Flags: cfg.RcloneFlags}, RolePeer, nil, (&workload.Rclone{}).Version, false),
 		mountSystem(&workload.S3fs{}, RolePeer, nil, (&workload.S3fs{}).Version, false),
 		{Name: "get", Role: RoleReference, Client: true,
