@@ -252,7 +252,11 @@ func TestCloseWhileBusy(t *testing.T) {
 				}
 			})
 		}
-		time.Sleep(150 * time.Millisecond)
+		// Close while the goroutines are busy, once some rounds are done
+		// (a loaded machine may take a while to finish the first).
+		for deadline := time.Now().Add(30 * time.Second); completed.Load() < 16 && time.Now().Before(deadline); {
+			time.Sleep(10 * time.Millisecond)
+		}
 		if err := e.Close(); err != nil {
 			t.Fatalf("Close: %v", err)
 		}

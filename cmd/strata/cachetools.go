@@ -158,8 +158,10 @@ func gcStore(store *cache.Store) GCResult {
 // its own (Open kicks it) to finish, instead of racing it with EvictNow.
 func settleEviction(store *cache.Store) GCResult {
 	st := store.Stats()
-	base := st.EvictedBytes.Load()
-	last, lastChange := base, time.Now()
+	// The counters start at zero when the store opens; everything evicted
+	// since (some of it possibly before this call) is this run's.
+	const base = 0
+	last, lastChange := st.EvictedBytes.Load(), time.Now()
 	for {
 		time.Sleep(100 * time.Millisecond)
 		ev := st.EvictedBytes.Load()

@@ -25,6 +25,8 @@ type Scale struct {
 	// slow at 20 ms: fewer of them).
 	RandColdOps, RandWarmOps int
 	Listing                  workload.ListingSpec
+	// CheckpointSize is the file the checkpoint workload writes.
+	CheckpointSize int64
 	// PhaseCap stops any single phase (rates are then over what was done).
 	PhaseCap time.Duration
 }
@@ -44,8 +46,9 @@ var scales = map[string]Scale{
 		ShardProcs:  4,
 		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 1024 * mib},
 		RandProcs:   4, RandColdOps: 500, RandWarmOps: 5000,
-		Listing:  workload.ListingSpec{Prefix: "listing", Keys: 100_000, Dirs: 10, SubDirs: 10, Size: 64},
-		PhaseCap: 3 * time.Minute,
+		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 100_000, Dirs: 10, SubDirs: 10, Size: 64},
+		CheckpointSize: 4096 * mib,
+		PhaseCap:       3 * time.Minute,
 	},
 	"quick": {
 		Name:        "quick",
@@ -55,8 +58,9 @@ var scales = map[string]Scale{
 		ShardProcs:  4,
 		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 128 * mib},
 		RandProcs:   4, RandColdOps: 100, RandWarmOps: 1000,
-		Listing:  workload.ListingSpec{Prefix: "listing", Keys: 5000, Dirs: 5, SubDirs: 5, Size: 64},
-		PhaseCap: time.Minute,
+		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 5000, Dirs: 5, SubDirs: 5, Size: 64},
+		CheckpointSize: 512 * mib,
+		PhaseCap:       time.Minute,
 	},
 	"tiny": {
 		Name:        "tiny",
@@ -66,8 +70,9 @@ var scales = map[string]Scale{
 		ShardProcs:  2,
 		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 4 * mib},
 		RandProcs:   2, RandColdOps: 20, RandWarmOps: 50,
-		Listing:  workload.ListingSpec{Prefix: "listing", Keys: 120, Dirs: 2, SubDirs: 3, Size: 16},
-		PhaseCap: 30 * time.Second,
+		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 120, Dirs: 2, SubDirs: 3, Size: 16},
+		CheckpointSize: 8 * mib,
+		PhaseCap:       30 * time.Second,
 	},
 }
 

@@ -103,6 +103,10 @@ func setup(ctx context.Context, cfg Config, wls []Workload, logf func(string, ..
 		e.Close()
 		return nil, err
 	}
+	if err := e.scratchParts(ctx, wls); err != nil {
+		e.Close()
+		return nil, err
+	}
 	if err := e.startProxies(ctx); err != nil {
 		e.Close()
 		return nil, err
@@ -144,6 +148,27 @@ func (e *Env) upload(ctx context.Context, minioDir string) error {
 		if err := os.WriteFile(marker, nil, 0o644); err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
+	}
+	return nil
+}
+
+// scratchParts gives each writing workload an empty directory and an
+// empty bucket of its own to write into.
+func (e *Env) scratchParts(ctx context.Context, wls []Workload) error {
+	client := workload.NewS3Client(e.s3(e.MinIO.Endpoint))
+	for _, w := range wls {
+		prefix := w.Prefix(e.Cfg.Scale)
+		if _, ok := w.(Writer); !ok || e.parts[prefix].dir != "" {
+			continue
+		}
+		p := part{prefix: prefix, dir: filepath.Join(e.Cfg.WorkDir, "scratch"), bucket: "strata-bench-scratch-" + prefix}
+		if err := os.MkdirAll(filepath.Join(p.dir, prefix), 0o755); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
+		if err := workload.EnsureBucket(ctx, client, p.bucket); err != nil {
+			return err
+		}
+		e.parts[prefix] = p
 	}
 	return nil
 }

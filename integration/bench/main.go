@@ -106,6 +106,9 @@ func (r *Run) measureAll(ctx context.Context, env *Env, systems []System, wls []
 	for _, lat := range env.Lats {
 		for _, w := range wls {
 			for _, s := range systems {
+				if s.Runs != nil && !s.Runs(w.Name()) {
+					continue
+				}
 				if err := r.measure(ctx, env, w, s, lat, lat.Name(), logf); err != nil {
 					return err
 				}

@@ -31,6 +31,7 @@ func secondNodeSystem(cfg Config) System {
 		return base.Version(ctx) + ", --shared-cache on the same MinIO without added latency, filled by a first node"
 	}
 	return System{Name: secondNodeName, Role: RoleSubject, Available: base.Available, Version: version,
+		Runs: except("checkpoint"), // a write does not read the tier
 		Open: func(ctx context.Context, e *Env, o OpenOpts) (FS, error) {
 			prefix, tag := o.Prefix, o.Tag
 			tierBucket := e.Bucket(prefix) + "-shared"

@@ -101,8 +101,9 @@ func TestSmokeBaselines(t *testing.T) {
 			t.Errorf("empty row %+v", row)
 		}
 	}
-	// Per latency, local: 3 + 2 + 4 + 2 phases; get: 1 + 1 + 2 + 1.
-	if want["local"] != 22 || want["get"] != 10 {
+	// Per latency, local: 3 + 2 + 4 + 2 + 2 phases; get: 1 + 1 + 2 + 1 (+ 0:
+	// the GET client does not write).
+	if want["local"] != 26 || want["get"] != 10 {
 		t.Errorf("rows per system: %v\n%s", want, out)
 	}
 	for _, s := range []string{"### ImageFolder", "### WebDataset", "### Random access", "### Listing", "machine:"} {
@@ -112,8 +113,9 @@ func TestSmokeBaselines(t *testing.T) {
 	}
 }
 
-// TestSmokeStrata runs every workload on strata, and on strata as a
-// second node of a shared cache tier, at the tiny scale. It is
+// TestSmokeStrata runs every workload on strata, the checkpoint on
+// strata --upload=async, and the reads on strata as a second node of a
+// shared cache tier, at the tiny scale. It is
 // skipped only when the strata binary is missing or has no mount command.
 func TestSmokeStrata(t *testing.T) {
 	if testing.Short() {
@@ -125,10 +127,10 @@ func TestSmokeStrata(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		t.Skip("no /dev/fuse")
 	}
-	r, out := smoke(t, "local,strata,"+secondNodeName, "0ms")
+	r, out := smoke(t, "local,strata,"+asyncName+","+secondNodeName, "0ms")
 	n := map[string]int{}
 	for _, row := range r.Results.Rows {
-		if row.System != "strata" && row.System != secondNodeName {
+		if row.System == "local" {
 			continue
 		}
 		n[row.System]++
@@ -136,10 +138,12 @@ func TestSmokeStrata(t *testing.T) {
 			t.Errorf("%s/%s/%s/%s failed: %s", row.System, row.Workload, row.Phase, row.Latency, row.Err)
 		}
 	}
-	if n["strata"] != 11 || n[secondNodeName] != 11 {
-		t.Errorf("rows %v, want 11 per system (one per phase)\n%s", n, out)
+	// strata: 3 + 2 + 4 + 2 + 2 phases; the second node all but the
+	// checkpoint's 2, the async mount only those.
+	if n["strata"] != 13 || n[secondNodeName] != 11 || n[asyncName] != 2 || len(n) != 3 {
+		t.Errorf("rows %v, want 13, 11 and 2 (one per phase)\n%s", n, out)
 	}
-	if !strings.Contains(out, "### Targets of issues #3 and #9") {
+	if !strings.Contains(out, "### Targets of issues #3, #5 and #9") {
 		t.Error("no targets table")
 	}
 }

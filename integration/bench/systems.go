@@ -40,6 +40,19 @@ type System struct {
 	// Open presents a workload's part (its prefix) as a directory, at a
 	// latency, with an empty cache; writable for workloads that write.
 	Open func(ctx context.Context, e *Env, o OpenOpts) (FS, error)
+	// Runs reports whether the system takes part in a workload (nil:
+	// every workload).
+	Runs func(workload string) bool
+}
+
+// only restricts a system to some workloads.
+func only(names ...string) func(string) bool {
+	return func(w string) bool { return contains(names, w) }
+}
+
+// except keeps a system out of some workloads.
+func except(names ...string) func(string) bool {
+	return func(w string) bool { return !contains(names, w) }
 }
 
 // OpenOpts says what a workload needs from a system.
@@ -77,14 +90,33 @@ func allSystems(cfg Config) []System {
 				return localFS{root: filepath.Join(e.PartDir(o.Prefix), o.Prefix)}, nil
 			}},
 		mountSystem(strata, RoleSubject, strata.Available, strata.Version, true),
+		asyncSystem(cfg),
 		secondNodeSystem(cfg),
 		mountSystem(&workload.Rclone{Flags: cfg.RcloneFlags}, RolePeer, nil, (&workload.Rclone{}).Version, false),
-		mountSystem(&workload.S3fs{}, RolePeer, nil, (&workload.S3fs{}).Version, false),
+		withRuns(mountSystem(&workload.S3fs{}, RolePeer, nil, (&workload.S3fs{}).Version, false), except("checkpoint")),
 		{Name: "get", Role: RoleReference, Client: true,
 			Version: func(context.Context) string {
 				return "aws-sdk-go-v2 ranged GETs, 8 MiB parts, 4 per object, bytes discarded"
 			}},
 	}
+}
+
+// asyncName is strata with --upload=async: only the checkpoint runs on
+// it (reads do not depend on the upload mode).
+const asyncName = "strata-async"
+
+func asyncSystem(cfg Config) System {
+	m := &workload.Strata{Flags: append(append([]string{}, cfg.StrataFlags...), "--upload", "async")}
+	s := mountSystem(m, RoleSubject, m.Available, func(ctx context.Context) string {
+		return m.Version(ctx) + ", --upload async"
+	}, true)
+	s.Name, s.Runs = asyncName, only("checkpoint")
+	return s
+}
+
+func withRuns(s System, runs func(string) bool) System {
+	s.Runs = runs
+	return s
 }
 
 func systemNames() []string {

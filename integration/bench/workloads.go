@@ -40,7 +40,7 @@ type Writer interface {
 
 // allWorkloads lists the workloads in report order.
 func allWorkloads() []Workload {
-	return []Workload{imageFolder{}, sequential{}, random{}, listing{}}
+	return []Workload{imageFolder{}, sequential{}, random{}, listing{}, checkpoint{}}
 }
 
 func workloadNames() []string {
@@ -120,13 +120,14 @@ func (p *Phases) measure(ctx context.Context, phase string, fs FS, rate rateFunc
 	if n > 1 {
 		row.Note = fmt.Sprintf("median of %d (%s–%s)", n, formatRate(rate(runs[0])), formatRate(rate(runs[n-1])))
 	}
-	if fs != nil && before != nil {
+	if _, writes := p.wl.(Writer); fs != nil && before != nil && !writes {
 		if after, err := fs.Stats(ctx, time.Now()); err == nil && after != nil {
 			row.Note = joinNote(row.Note, cacheNote(after.Sub(*before), read))
 		} else if err != nil {
 			row.Note = joinNote(row.Note, "stats: "+err.Error())
 		}
 	}
+	row.Note = joinNote(row.Note, row.Summary.Note)
 	if row.Summary.Truncated {
 		row.Note = joinNote(row.Note, fmt.Sprintf("stopped at the %s cap", p.env.Cfg.Scale.PhaseCap))
 	}

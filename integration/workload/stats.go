@@ -28,6 +28,8 @@ type Summary struct {
 	Truncated bool `json:"truncated,omitempty"`
 	// Verified counts files whose sha256 was checked and matched.
 	Verified int64 `json:"verified,omitempty"`
+	// Note is what the workload adds to its row (close() latency, say).
+	Note string `json:"note,omitempty"`
 }
 
 // OpsPerSec is Ops divided by Elapsed (0 if nothing was timed).
