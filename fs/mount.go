@@ -65,6 +65,10 @@ func Mount(mountpoint string, fsys *FS, mo MountOptions) (*Mounted, error) {
 			Debug:               mo.Debug,
 		},
 	}
+	// The kernel checks every access against the owner and modes the
+	// mount maps objects to (--uid, --gid, --file-mode, --dir-mode): with
+	// allow_other, another user gets what the modes say, no more.
+	opts.MountOptions.Options = append(opts.MountOptions.Options, "default_permissions")
 	if mo.ReadOnly {
 		opts.MountOptions.Options = append(opts.MountOptions.Options, "ro")
 	}

@@ -216,7 +216,7 @@ func (r *reader) openRun() error {
 func (r *reader) readOrigin(p []byte) (int, error) {
 	blen := r.blockLen(r.cur)
 	if !r.wtried && r.off == 0 {
-		r.wtried, r.wbuf = true, r.t.w.acquire()
+		r.wtried, r.wbuf = true, r.t.w.acquire(blen)
 	}
 	want := min(int64(len(p)), blen-r.off)
 	n, err := r.org.Read(p[:want])

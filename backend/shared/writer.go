@@ -70,14 +70,19 @@ func newWriter(t *Tier) *writer {
 	return w
 }
 
-// acquire returns a block buffer from the budget, or nil (counted as a
-// dropped write) when the tier should not or cannot take the block.
-func (w *writer) acquire() []byte {
+// acquire returns a buffer of n bytes (at most a block) from the budget,
+// or nil (counted as a dropped write) when the tier should not or cannot
+// take the block. The budget counts what the buffers really hold: a small
+// object's block takes its own size, not a whole block's.
+func (w *writer) acquire(n int64) []byte {
 	if w == nil {
 		return nil
 	}
 	st := &w.t.stats
-	n := w.t.layout.BlockSize
+	full := w.t.layout.BlockSize
+	if n >= full {
+		n = full
+	}
 	if w.stopped.Load() || !w.t.brk.closed() {
 		st.WritesDropped.Add(1)
 		return nil
@@ -93,13 +98,16 @@ func (w *writer) acquire() []byte {
 		}
 	}
 	st.WriteBufferBytes.Add(n)
+	if n < full {
+		return make([]byte, n)
+	}
 	if p, ok := w.pool.Get().(*[]byte); ok {
 		return (*p)[:n]
 	}
 	return make([]byte, n)
 }
 
-// release returns buffers to the budget.
+// release returns buffers to the budget (whole blocks to the pool).
 func (w *writer) release(bufs ...[]byte) {
 	for _, b := range bufs {
 		if b == nil {
@@ -108,7 +116,9 @@ func (w *writer) release(bufs ...[]byte) {
 		b = b[:cap(b)]
 		w.held.Add(-int64(len(b)))
 		w.t.stats.WriteBufferBytes.Add(-int64(len(b)))
-		w.pool.Put(&b)
+		if int64(len(b)) == w.t.layout.BlockSize {
+			w.pool.Put(&b)
+		}
 	}
 }
 
@@ -278,7 +288,7 @@ func (w *writer) refetch(j *job) error {
 		return fmt.Errorf("shared: repair %s group %d: %w", j.key, j.group, io.ErrUnexpectedEOF)
 	}
 	for b := first; b <= last; b++ {
-		buf := w.acquire()
+		buf := w.acquire(min(l.BlockSize, info.Size-b*l.BlockSize))
 		if buf == nil {
 			return fmt.Errorf("shared: repair %s group %d: no write buffer", j.key, j.group)
 		}

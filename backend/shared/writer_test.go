@@ -85,11 +85,11 @@ func testAssembler(t *testing.T, groupBlocks int64, size int64) (*Tier, *memStor
 
 func (t *Tier) addBlock(tb *testing.T, key, version string, data []byte, b int64) {
 	tb.Helper()
-	buf := t.w.acquire()
+	end := min((b+1)*t.layout.BlockSize, int64(len(data)))
+	buf := t.w.acquire(end - b*t.layout.BlockSize)
 	if buf == nil {
 		tb.Fatal("no write buffer")
 	}
-	end := min((b+1)*t.layout.BlockSize, int64(len(data)))
 	n := copy(buf, data[b*t.layout.BlockSize:end])
 	t.w.add(key, version, Identity(t.source, key, version), b, buf[:n])
 }
@@ -178,5 +178,35 @@ func TestRecordsReader(t *testing.T) {
 		if k != end-c.off || !bytes.Equal(got[:k], want[c.off:end]) || (err != nil) != (c.off+c.n > len(want)) {
 			t.Errorf("ReadAt(%d, %d) = %d, %v", c.off, c.n, k, err)
 		}
+	}
+}
+
+// Small objects take their own size out of the write budget, not a whole
+// block's: a budget of 3 blocks holds 12 objects of a quarter block.
+func TestSmallBlocksTakeTheirOwnSize(t *testing.T) {
+	objs := map[string][]byte{}
+	for i := range 12 {
+		objs[string(rune('a'+i))] = payload(20+i, int(bs/4))
+	}
+	org := newOrigin(t, objs)
+	store := newMemStore("mem://tier")
+	gate := make(chan struct{})
+	store.set(func() { store.putGate = gate })
+	o := testOptions()
+	o.WriteBuffer = 3 * bs
+	tier := newTier(t, org, store, o)
+	for k, data := range objs {
+		if got := readObject(t, tier.Backend(), k, org.version(k), bs/4, 1); !bytes.Equal(got, data) {
+			t.Fatal("wrong bytes")
+		}
+	}
+	s := tier.Stats().Snapshot()
+	if s.WritesDropped != 0 || s.WriteBufferBytes != 3*bs {
+		t.Fatalf("with PUTs hung: %+v", s)
+	}
+	close(gate)
+	tier.Close()
+	if s := tier.Stats().Snapshot(); s.Writes != 12 || s.WriteBufferBytes != 0 {
+		t.Fatalf("after drain: %+v", s)
 	}
 }

@@ -91,7 +91,7 @@ func healthy(p string) bool {
 // fuseMountData is the option string of a FUSE mount served through fd.
 func fuseMountData(fd int, readOnly bool) string {
 	opts := []string{"fd=" + strconv.Itoa(fd), "rootmode=40000", "user_id=0", "group_id=0",
-		"allow_other", "max_read=1048576"}
+		"allow_other", "default_permissions", "max_read=1048576"}
 	if readOnly {
 		opts = append(opts, "ro")
 	}
