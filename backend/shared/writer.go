@@ -56,7 +56,9 @@ type writer struct {
 func newWriter(t *Tier) *writer {
 	o := t.opts
 	w := &writer{t: t, limit: o.WriteBuffer, stop: make(chan struct{}), repairing: map[groupRef]bool{}}
-	w.jobs = make(chan *job, max(16, int(o.WriteBuffer/o.BlockSize)))
+	// The byte budget (acquire) bounds what waits; the queue only needs
+	// room for that many small blocks (a 128 KiB image is one job).
+	w.jobs = make(chan *job, min(1<<16, max(64, int(o.WriteBuffer/512))))
 	w.ctx, w.cancel = context.WithCancel(context.Background())
 	if t.layout.GroupBlocks > 1 {
 		w.asm = &assembler{w: w, l: t.layout, idle: o.IdleFlush, now: time.Now, groups: map[groupRef]*partial{}}

@@ -3,6 +3,7 @@ package shared
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 )
@@ -182,11 +183,12 @@ func TestRecordsReader(t *testing.T) {
 }
 
 // Small objects take their own size out of the write budget, not a whole
-// block's: a budget of 3 blocks holds 12 objects of a quarter block.
+// block's (nor a queue slot sized for one): a budget of 3 blocks holds 48
+// objects of a sixteenth of a block.
 func TestSmallBlocksTakeTheirOwnSize(t *testing.T) {
 	objs := map[string][]byte{}
-	for i := range 12 {
-		objs[string(rune('a'+i))] = payload(20+i, int(bs/4))
+	for i := range 48 {
+		objs[fmt.Sprintf("o%02d", i)] = payload(20+i, int(bs/16))
 	}
 	org := newOrigin(t, objs)
 	store := newMemStore("mem://tier")
@@ -196,7 +198,7 @@ func TestSmallBlocksTakeTheirOwnSize(t *testing.T) {
 	o.WriteBuffer = 3 * bs
 	tier := newTier(t, org, store, o)
 	for k, data := range objs {
-		if got := readObject(t, tier.Backend(), k, org.version(k), bs/4, 1); !bytes.Equal(got, data) {
+		if got := readObject(t, tier.Backend(), k, org.version(k), bs/16, 1); !bytes.Equal(got, data) {
 			t.Fatal("wrong bytes")
 		}
 	}
@@ -206,7 +208,7 @@ func TestSmallBlocksTakeTheirOwnSize(t *testing.T) {
 	}
 	close(gate)
 	tier.Close()
-	if s := tier.Stats().Snapshot(); s.Writes != 12 || s.WriteBufferBytes != 0 {
+	if s := tier.Stats().Snapshot(); s.Writes != 48 || s.WriteBufferBytes != 0 {
 		t.Fatalf("after drain: %+v", s)
 	}
 }

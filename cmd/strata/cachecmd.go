@@ -187,6 +187,7 @@ func offlineStore(dir, owner string, maxBytes int64, frozen bool) (*cache.Store,
 	if frozen {
 		so.Clock = frozenClock
 	}
+	privateFiles()
 	store, err := cache.Open(dir, so)
 	if err != nil {
 		eng.Close()

@@ -117,6 +117,7 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 		so.MinFree = config.MinFreeFraction
 	}
 	so.Engine, so.Logger, so.Owner = s.eng, log, "mount "+mnt
+	privateFiles()
 	if s.store, err = cache.Open(cfg.CacheDir, so); err != nil {
 		return nil, fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
 	}

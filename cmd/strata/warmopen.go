@@ -111,6 +111,7 @@ func openOffline(ctx context.Context, cfg *config.Config, src config.Source, log
 		so.MinFree = config.MinFreeFraction
 	}
 	so.Engine, so.Logger, so.Owner = s.eng, log, owner
+	privateFiles()
 	if s.store, err = cache.Open(cfg.CacheDir, so); err != nil {
 		if errors.Is(err, cache.ErrLocked) {
 			return nil, fmt.Errorf("%w (retry once it is done, or use another --cache-dir)", err)

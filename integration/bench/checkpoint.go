@@ -48,7 +48,10 @@ func (w checkpoint) RunFS(ctx context.Context, p *Phases, fs FS) error {
 	var inBucket workload.Summary // of the last write+close run
 	write := func(fsync bool) phaseFunc {
 		return func(ctx context.Context, rep int) (workload.Summary, error) {
-			name := fmt.Sprintf("ckpt-%s-%d.pt", p.sys.Name, rep)
+			// A name of its own per system, latency and run: the bucket is
+			// shared, and a peer may not have deleted an earlier run's
+			// object yet (the in-bucket poll would find it at once).
+			name := fmt.Sprintf("ckpt-%s-%s-%d-%d.pt", p.sys.Name, p.lat, rep, time.Now().UnixNano())
 			path := filepath.Join(fs.Root(), name)
 			start := time.Now()
 			r, err := workload.WriteFile(ctx, path, size, 1<<20, fsync, uint64(rep)+1)

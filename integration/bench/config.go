@@ -96,6 +96,10 @@ type Config struct {
 	Repeat int
 	// RcloneFlags are added to every rclone mount.
 	RcloneFlags []string
+	// Backend is where the data lives: "s3" (MinIO) or "gcs"
+	// (fake-gcs-server; Strata only, the peers and the GET client are S3
+	// clients here).
+	Backend string
 }
 
 // parseFlags reads the command line; environment variables give the
@@ -114,6 +118,7 @@ func parseFlags(args []string) (Config, error) {
 	verify := fs.Bool("verify", false, "check the sha256 of every file read in the ImageFolder and WebDataset phases (costs CPU)")
 	chart := fs.Bool("chart", true, "write chart.png")
 	repeat := fs.Int("repeat", 3, "runs of each warm phase (and of every phase on local disk and the GET client); the median is reported")
+	backend := fs.String("backend", envOr("STRATA_BENCH_BACKEND", "s3"), "s3 (MinIO) or gcs (fake-gcs-server: local disk and strata rows only)")
 	rcloneFlags := fs.String("rclone-flags", "--use-server-modtime", "flags added to every rclone mount (space-separated); the default spares rclone a HEAD per file for the modification time")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -122,6 +127,9 @@ func parseFlags(args []string) (Config, error) {
 		StrataFlags: strings.Fields(*strataFlags), RcloneFlags: strings.Fields(*rcloneFlags), Repeat: *repeat}
 	if c.Repeat < 1 {
 		return c, fmt.Errorf("-repeat must be at least 1")
+	}
+	if c.Backend = *backend; c.Backend != "s3" && c.Backend != "gcs" {
+		return c, fmt.Errorf("-backend must be s3 or gcs, not %q", c.Backend)
 	}
 	var ok bool
 	if c.Scale, ok = scales[*scale]; !ok {

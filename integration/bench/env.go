@@ -31,9 +31,12 @@ type Env struct {
 	// parts maps a part's prefix to where it lives. Each definition of a
 	// part (scale, seed) has its own directory and bucket, so that runs at
 	// different scales never read each other's data.
-	parts   map[string]part
-	order   []string // prefixes in dataset order
-	MinIO   *workload.MinIO
+	parts map[string]part
+	order []string // prefixes in dataset order
+	MinIO *workload.MinIO
+	// GCS serves the data with -backend gcs (MinIO then holds only the
+	// second node's shared tier).
+	GCS     *workload.FakeGCS
 	Toxi    *workload.Toxiproxy
 	Lats    []Latency
 	Machine workload.Machine
@@ -99,7 +102,23 @@ func setup(ctx context.Context, cfg Config, wls []Workload, logf func(string, ..
 		return nil, err
 	}
 	logf("minio: %s (drive %s)", e.MinIO.Endpoint, e.MinIO.DataDir)
-	if err := e.upload(ctx, minioDir); err != nil {
+	if cfg.Backend == "gcs" {
+		gcsDir := filepath.Join(cfg.WorkDir, "gcs")
+		if e.GCS, err = workload.StartFakeGCS(ctx, gcsDir); err != nil {
+			e.Close()
+			return nil, err
+		}
+		logf("fake-gcs-server: %s (data %s)", e.GCS.Endpoint, gcsDir)
+		err = e.upload(ctx, gcsDir, "fake-gcs-server", e.GCS.MakeBucket, func(bucket string) workload.PutFunc {
+			return workload.GCSPut(e.GCS.Endpoint, bucket)
+		})
+	} else {
+		client := workload.NewS3Client(e.s3(e.MinIO.Endpoint))
+		err = e.upload(ctx, minioDir, "MinIO", func(ctx context.Context, bucket string) error {
+			return workload.EnsureBucket(ctx, client, bucket)
+		}, func(bucket string) workload.PutFunc { return workload.S3Put(client, bucket) })
+	}
+	if err != nil {
 		e.Close()
 		return nil, err
 	}
@@ -114,37 +133,45 @@ func setup(ctx context.Context, cfg Config, wls []Workload, logf func(string, ..
 	return e, nil
 }
 
+// scheme is the mounts' URL scheme.
+func (e *Env) scheme() string {
+	if e.GCS != nil {
+		return "gs"
+	}
+	return "s3"
+}
+
 // s3 returns the client settings for an endpoint of this MinIO.
 func (e *Env) s3(endpoint string) workload.S3Config {
 	return workload.S3Config{Endpoint: endpoint, Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey}
 }
 
-// upload puts the parts not uploaded before, each in its own bucket (a
-// marker file per bucket sits beside the MinIO drive).
-func (e *Env) upload(ctx context.Context, minioDir string) error {
-	client := workload.NewS3Client(e.s3(e.MinIO.Endpoint))
+// upload puts the parts not uploaded before into the server, each in its
+// own bucket (a marker file per bucket sits beside the server's data).
+func (e *Env) upload(ctx context.Context, dataDir, server string, mkBucket func(context.Context, string) error,
+	put func(bucket string) workload.PutFunc) error {
 	for _, prefix := range e.order {
 		p := e.parts[prefix]
-		marker := filepath.Join(minioDir, ".uploaded-"+p.bucket)
+		marker := filepath.Join(dataDir, ".uploaded-"+p.bucket)
 		if _, err := os.Stat(marker); err == nil {
-			e.log("upload %s: already in MinIO (bucket %s)", prefix, p.bucket)
+			e.log("upload %s: already in %s (bucket %s)", prefix, server, p.bucket)
 			continue
 		}
-		if err := workload.EnsureBucket(ctx, client, p.bucket); err != nil {
+		if err := mkBucket(ctx, p.bucket); err != nil {
 			return err
 		}
 		entries := e.Manifest.Under(prefix)
 		t0 := time.Now()
-		err := workload.Upload(ctx, workload.S3Put(client, p.bucket), p.dir, entries, 32, func(pr workload.Progress) {
+		err := workload.Upload(ctx, put(p.bucket), p.dir, entries, 32, func(pr workload.Progress) {
 			e.log("  uploading %s: %s", prefix, pr)
 		})
 		if err != nil {
 			return err
 		}
 		el := time.Since(t0)
-		e.log("upload %s: %d objects, %s in %s (%.0f MB/s, %.0f objects/s) to bucket %s", prefix, len(entries),
+		e.log("upload %s: %d objects, %s in %s (%.0f MB/s, %.0f objects/s) to %s bucket %s", prefix, len(entries),
 			workload.FormatSize(workload.TotalSize(entries)), el.Round(time.Millisecond),
-			float64(workload.TotalSize(entries))/1e6/el.Seconds(), float64(len(entries))/el.Seconds(), p.bucket)
+			float64(workload.TotalSize(entries))/1e6/el.Seconds(), float64(len(entries))/el.Seconds(), server, p.bucket)
 		if err := os.WriteFile(marker, nil, 0o644); err != nil {
 			return fmt.Errorf("bench: %w", err)
 		}
@@ -189,18 +216,18 @@ func (e *Env) startProxies(ctx context.Context) error {
 		}
 		e.log("toxiproxy missing: 0ms goes straight to MinIO")
 		e.Notes = append(e.Notes, "toxiproxy missing: 0 ms rows talk to MinIO directly")
-		e.Lats = []Latency{{Delay: 0, Endpoint: e.MinIO.Endpoint}}
+		e.Lats = []Latency{{Delay: 0, Endpoint: "http://" + e.originAddr()}}
 		return nil
 	}
 	for _, d := range e.Cfg.Latencies {
 		name := fmt.Sprintf("minio_%dms", d.Milliseconds())
-		addr, err := e.Toxi.Proxy(ctx, name, e.MinIO.Addr, d)
+		addr, err := e.Toxi.Proxy(ctx, name, e.originAddr(), d)
 		if err != nil {
 			return err
 		}
 		l := Latency{Delay: d, Endpoint: "http://" + addr}
 		e.Lats = append(e.Lats, l)
-		e.log("proxy %s: %s -> %s", l.Name(), l.Endpoint, e.MinIO.Addr)
+		e.log("proxy %s: %s -> %s", l.Name(), l.Endpoint, e.originAddr())
 	}
 	return nil
 }
@@ -213,8 +240,19 @@ func (e *Env) Drop() {
 	}
 }
 
+// originAddr is the host:port of the server holding the data.
+func (e *Env) originAddr() string {
+	if e.GCS != nil {
+		return e.GCS.Addr
+	}
+	return e.MinIO.Addr
+}
+
 // Close stops the servers.
 func (e *Env) Close() {
+	if e.GCS != nil {
+		_ = e.GCS.Stop()
+	}
 	if e.Toxi != nil {
 		_ = e.Toxi.Stop()
 	}

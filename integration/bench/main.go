@@ -59,9 +59,14 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 	}
 	var wls []Workload
 	for _, w := range allWorkloads() {
-		if contains(cfg.Workloads, w.Name()) {
-			wls = append(wls, w)
+		if !contains(cfg.Workloads, w.Name()) {
+			continue
 		}
+		if _, writes := w.(Writer); writes && cfg.Backend == "gcs" {
+			logf("workload %s skipped: it checks the bucket with S3 requests (-backend s3 only)", w.Name())
+			continue
+		}
+		wls = append(wls, w)
 	}
 	logf("strata-bench: scale %s, workloads %v, systems %v, latencies %v", cfg.Scale.Name, cfg.Workloads, cfg.Systems, cfg.Latencies)
 	env, err := setup(ctx, cfg, wls, logf)
@@ -74,6 +79,11 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 	var systems []System
 	for _, s := range allSystems(cfg) {
 		if !contains(cfg.Systems, s.Name) {
+			continue
+		}
+		if cfg.Backend == "gcs" && !s.GCS {
+			r.Skipped[s.Name] = "an S3 client; not run with -backend gcs"
+			logf("system %s skipped: %s", s.Name, r.Skipped[s.Name])
 			continue
 		}
 		if s.Available != nil {

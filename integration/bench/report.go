@@ -65,7 +65,11 @@ func (r *Run) markdown(w io.Writer) {
 	fmt.Fprintf(w, "- machine: %s\n", r.machine())
 	fmt.Fprintf(w, "- run: %s, took %s; load average %s at the start, %s at the end (other work on the machine skews figures)\n",
 		r.Started.Format(time.RFC3339), r.Elapsed.Round(time.Second), r.LoadStart, r.LoadEnd)
-	fmt.Fprintln(w, "- server: one MinIO on the same machine; latency injected per response by toxiproxy (0 ms = the proxy alone)")
+	server := "one MinIO"
+	if r.Cfg.Backend == "gcs" {
+		server = "one fake-gcs-server (gs://; MinIO only for the second node's shared tier)"
+	}
+	fmt.Fprintf(w, "- server: %s on the same machine; latency injected per response by toxiproxy (0 ms = the proxy alone)\n", server)
 	fmt.Fprintf(w, "- method: every phase starts with the page cache dropped (`echo 3 > /proc/sys/vm/drop_caches`); cold = empty client cache, warm = cache filled by the previous phase; warm phases (and all phases of local disk and the GET client) run %d times and the median run is shown; readers are separate processes; MB = 10^6 bytes; p50/p99 per file (per pread, per directory for listings)\n", r.Cfg.Repeat)
 	if r.Env != nil {
 		for _, n := range r.Env.Notes {

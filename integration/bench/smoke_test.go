@@ -48,12 +48,12 @@ func needTools(t *testing.T, names ...string) {
 }
 
 // smoke runs the benchmark at the tiny scale and returns its report.
-func smoke(t *testing.T, systems, latencies string) (*Run, string) {
+func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, string) {
 	t.Helper()
 	needTools(t, "minio", "toxiproxy-server")
 	dir := t.TempDir()
-	cfg, err := parseFlags([]string{"-scale", "tiny", "-systems", systems, "-latencies", latencies,
-		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify", "-repeat", "2"})
+	cfg, err := parseFlags(append([]string{"-scale", "tiny", "-systems", systems, "-latencies", latencies,
+		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify", "-repeat", "2"}, extra...))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,12 +138,44 @@ func TestSmokeStrata(t *testing.T) {
 			t.Errorf("%s/%s/%s/%s failed: %s", row.System, row.Workload, row.Phase, row.Latency, row.Err)
 		}
 	}
-	// strata: 3 + 2 + 4 + 2 + 2 phases; the second node all but the
-	// checkpoint's 2, the async mount only those.
-	if n["strata"] != 13 || n[secondNodeName] != 11 || n[asyncName] != 2 || len(n) != 3 {
-		t.Errorf("rows %v, want 13, 11 and 2 (one per phase)\n%s", n, out)
+	// strata: 3 + 2 + 4 + 2 + 2 phases; the second node the reads (3 + 2
+	// + 4), the async mount the checkpoint's 2.
+	if n["strata"] != 13 || n[secondNodeName] != 9 || n[asyncName] != 2 || len(n) != 3 {
+		t.Errorf("rows %v, want 13, 9 and 2 (one per phase)\n%s", n, out)
 	}
 	if !strings.Contains(out, "### Targets of issues #3, #5 and #9") {
 		t.Error("no targets table")
+	}
+}
+
+// TestSmokeGCS runs the reading workloads on strata over fake-gcs-server
+// (gs://), local disk beside it; the S3 clients are reported as skipped.
+func TestSmokeGCS(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts fake-gcs-server, MinIO and toxiproxy and mounts")
+	}
+	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
+		t.Skipf("strata mount unavailable: %v", err)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		t.Skip("no /dev/fuse")
+	}
+	needTools(t, "fake-gcs-server")
+	r, out := smoke(t, "local,strata,rclone", "0ms,20ms", "-backend", "gcs")
+	n := 0
+	for _, row := range r.Results.Rows {
+		if row.Err != "" {
+			t.Errorf("%s/%s/%s/%s failed: %s", row.System, row.Workload, row.Phase, row.Latency, row.Err)
+		}
+		if row.System == "strata" {
+			n++
+		}
+	}
+	// 3 + 2 + 4 + 2 phases of the reads, at two latencies; no checkpoint.
+	if n != 22 {
+		t.Errorf("%d strata rows, want 22\n%s", n, out)
+	}
+	if r.Skipped["rclone"] == "" || !strings.Contains(out, "fake-gcs-server") {
+		t.Errorf("rclone not reported skipped, or the server not named:\n%s", out)
 	}
 }

@@ -43,6 +43,8 @@ type System struct {
 	// Runs reports whether the system takes part in a workload (nil:
 	// every workload).
 	Runs func(workload string) bool
+	// GCS systems also run with -backend gcs.
+	GCS bool
 }
 
 // only restricts a system to some workloads.
@@ -84,12 +86,12 @@ type FS interface {
 func allSystems(cfg Config) []System {
 	strata := &workload.Strata{Flags: cfg.StrataFlags}
 	return []System{
-		{Name: "local", Role: RoleLocal,
+		{Name: "local", Role: RoleLocal, GCS: true,
 			Version: func(context.Context) string { return "the dataset's source directory" },
 			Open: func(_ context.Context, e *Env, o OpenOpts) (FS, error) {
 				return localFS{root: filepath.Join(e.PartDir(o.Prefix), o.Prefix)}, nil
 			}},
-		mountSystem(strata, RoleSubject, strata.Available, strata.Version, true),
+		withGCS(mountSystem(strata, RoleSubject, strata.Available, strata.Version, true)),
 		asyncSystem(cfg),
 		secondNodeSystem(cfg),
 		mountSystem(&workload.Rclone{Flags: cfg.RcloneFlags}, RolePeer, nil, (&workload.Rclone{}).Version, false),
@@ -111,6 +113,11 @@ func asyncSystem(cfg Config) System {
 		return m.Version(ctx) + ", --upload async"
 	}, true)
 	s.Name, s.Runs = asyncName, only("checkpoint")
+	return s
+}
+
+func withGCS(s System) System {
+	s.GCS = true
 	return s
 }
 
@@ -137,7 +144,7 @@ func mountSystem(m workload.Mounter, role Role, avail func(context.Context) erro
 			if err := os.RemoveAll(base); err != nil {
 				return nil, fmt.Errorf("bench: %w", err)
 			}
-			spec := workload.MountSpec{Bucket: e.Bucket(o.Prefix), Prefix: o.Prefix, Endpoint: o.Latency.Endpoint,
+			spec := workload.MountSpec{Scheme: e.scheme(), Bucket: e.Bucket(o.Prefix), Prefix: o.Prefix, Endpoint: o.Latency.Endpoint,
 				Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey,
 				CacheDir: filepath.Join(base, "cache"), Mountpoint: filepath.Join(base, "mnt"),
 				LogPath: filepath.Join(e.Cfg.WorkDir, "logs", o.Tag+".log"), Writable: o.Writable}

@@ -79,11 +79,14 @@ func (s *Strata) Args(spec MountSpec) []string {
 }
 
 func (s *Strata) env(spec MountSpec) []string {
-	if spec.Scheme == "gs" {
-		return []string{"STORAGE_EMULATOR_HOST=" + spec.hostPort()}
-	}
-	return []string{"AWS_ACCESS_KEY_ID=" + spec.AccessKey, "AWS_SECRET_ACCESS_KEY=" + spec.SecretKey,
+	// The S3 credentials also serve a --shared-cache tier on MinIO in
+	// front of a gs:// origin.
+	env := []string{"AWS_ACCESS_KEY_ID=" + spec.AccessKey, "AWS_SECRET_ACCESS_KEY=" + spec.SecretKey,
 		"AWS_REGION=" + spec.Region, "AWS_EC2_METADATA_DISABLED=true"}
+	if spec.Scheme == "gs" {
+		env = append(env, "STORAGE_EMULATOR_HOST="+spec.hostPort())
+	}
+	return env
 }
 
 // Mount mounts spec with strata.

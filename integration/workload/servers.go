@@ -130,7 +130,10 @@ func StartFakeGCS(ctx context.Context, dir string) (*FakeGCS, error) {
 	f.Endpoint = "http://" + f.Addr
 	f.proc, err = StartProc("fake-gcs-server", filepath.Join(dir, "fake-gcs-server.log"), nil, bin,
 		"-scheme", "http", "-host", "127.0.0.1", "-port", strconv.Itoa(port),
-		"-public-host", f.Addr, "-external-url", f.Endpoint, "-log-level", "warn",
+		// A public host without a port matches any port of it: clients
+		// reaching the server through a latency proxy (another port) get
+		// the XML API too.
+		"-public-host", "127.0.0.1", "-external-url", f.Endpoint, "-log-level", "warn",
 		"-backend", "filesystem", "-filesystem-root", data)
 	if err != nil {
 		return nil, err
