@@ -64,7 +64,7 @@ fuzz:
 			else failed="$$failed $$fn"; fi; \
 		elif ! grep -q '^fuzz: elapsed' $(BIN)/.fuzz.log; then \
 			echo "   no fuzz target $$fn in $$pkg"; failed="$$failed $$fn"; \
-		else tail -1 $(BIN)/.fuzz.log; fi; \
+		else grep '^fuzz: elapsed' $(BIN)/.fuzz.log | tail -1; fi; \
 	done; rm -f $(BIN)/.fuzz.log; \
 	if [ -n "$$failed" ]; then echo "fuzz: FAIL:$$failed (inputs in <package>/testdata/fuzz)"; exit 1; fi
 
