@@ -1,12 +1,14 @@
 // Command strata-bench is Strata's benchmark (`make bench`): it measures
 // Strata side by side with the local disk, rclone, s3fs and a plain
-// parallel ranged-GET client, on the same data, in one run, and reports
-// ratios.
+// parallel ranged-GET client (and Strata as a second node on a shared
+// tier, and with --upload async for the checkpoint write), on the same
+// data, in one run, and reports ratios.
 //
 // It owns the orchestration: scales and flags (config.go), the servers and
 // the uploaded dataset (env.go), the systems under test (systems.go), the
 // workloads and their phases (workloads.go, imagefolder.go, sequential.go,
-// random.go, listing.go), the results table with ratios and the issue #3
+// random.go, listing.go, checkpoint.go; secondnode.go is the shared-tier
+// system), the results table with ratios and the issue #3
 // targets (rows.go, table.go, targets.go) and the PNG chart (chart.go).
 // The reusable parts (datasets, reader processes, mounts, servers) live in
 // integration/workload.
@@ -24,6 +26,8 @@
 //	make bench                                 # full scale, all rows (about 35 min on 2 cores)
 //	make bench-quick                           # small scale (about 6 min)
 //	make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata -latencies 20ms'
+//	make bench BENCH_FLAGS='-backend gcs'      # the reads over fake-gcs-server (strata rows only)
+//	make bench BENCH_FLAGS='-workloads checkpoint'   # issue #5's write benchmark
 //	bin/strata-bench -h                        # every flag; STRATA_BENCH_* env vars set defaults
 //
 // Results go to stdout and to -out (results.md, results.json, chart.png);
