@@ -19,7 +19,9 @@ type Source struct {
 // String renders the source as the user would write it.
 func (s Source) String() string {
 	if s.Scheme == "file" {
-		return "file://" + s.Path
+		// Escaped, so that every path (spaces, %, ?, #, control bytes)
+		// parses back to itself.
+		return (&url.URL{Scheme: "file", Path: s.Path}).String()
 	}
 	return s.Scheme + "://" + s.Bucket + "/" + s.Prefix
 }
@@ -60,6 +62,10 @@ func ParseSource(s string) (Source, error) {
 		}
 		if !strings.HasPrefix(u.Path, "/") {
 			return Source{}, fmt.Errorf("source %q: file:// needs an absolute path", s)
+		}
+		if u.RawQuery != "" || u.ForceQuery || u.Fragment != "" {
+			// Not silently cut off: a URL ends its path at ? and #.
+			return Source{}, fmt.Errorf("source %q: a ? or # ends a URL's path; write them as %%3F and %%23", s)
 		}
 		if strings.ContainsRune(u.Path, 0) { // %00: no directory has such a name
 			return Source{}, fmt.Errorf("source %q: the path contains a NUL byte", s)
