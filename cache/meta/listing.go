@@ -242,13 +242,6 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	fetched := c.now().UnixNano()
 	l.finish(nil, fetched) // readers have it all now
 
-	// Persist before making it current: a current listing may be demoted to
-	// an index-backed one at any time, so its entries must be there.
-	named := make([]index.NamedEntry, len(l.entries))
-	for i, e := range l.entries {
-		named[i] = index.NamedEntry{Name: e.Name, Entry: toRecord(e)}
-	}
-	hdr := index.DirRecord{FetchedAt: fetched, Complete: true, Entries: int64(len(named))}
 	ds.mu.Lock()
 	if ds.loading == l {
 		ds.loading = nil
@@ -270,12 +263,30 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	if ds.persistedAt > fetched {
 		return
 	}
+	// A mutation (Upsert, Remove) may have replaced l by an edited copy
+	// since it became current; mutations write the index under persistMu
+	// too, so what is current now is what the index must hold.
+	src := l
+	ds.mu.Lock()
+	if cur := ds.cur; cur != nil && cur != l && !cur.indexed && cur.fetchedAt == fetched {
+		src = cur
+	}
+	ds.mu.Unlock()
+	src.mu.Lock()
+	named := make([]index.NamedEntry, len(src.entries))
+	for i, e := range src.entries {
+		named[i] = index.NamedEntry{Name: e.Name, Entry: toRecord(e)}
+	}
+	src.mu.Unlock()
+	hdr := index.DirRecord{FetchedAt: fetched, Complete: true, Entries: int64(len(named))}
 	if err := c.ix.ReplaceListing(c.tag, ds.dir, hdr, named); err != nil {
 		c.log.Warn("meta: saving listing", "dir", ds.dir, "err", err)
 		return
 	}
 	ds.persistedAt = fetched
-	l.persisted.Store(true) // only now may it be demoted to the index copy
+	// Only now may they be demoted to the index copy.
+	l.persisted.Store(true)
+	src.persisted.Store(true)
 	c.replaced(ds, old, l)
 }
 

@@ -110,12 +110,15 @@ func (c *Cache) mutate(dir, name string, e *Entry) {
 	if old == nil {
 		return
 	}
+	// In order with a load persisting the listing this edits (see load).
+	ds.persistMu.Lock()
 	var err error
 	if e != nil {
 		err = c.ix.PutEntry(c.tag, dir, name, toRecord(*e))
 	} else {
 		err = c.ix.DeleteEntry(c.tag, dir, name)
 	}
+	ds.persistMu.Unlock()
 	if err != nil {
 		c.log.Warn("meta: saving listing change", "dir", dir, "name", name, "err", err)
 	}
