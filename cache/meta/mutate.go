@@ -108,6 +108,8 @@ func (c *Cache) mutate(dir, name string, e *Entry) {
 		c.replaced(ds, old, next)
 	}
 	if old == nil {
+		// Known gap: a first load of dir still in flight does not get this
+		// edit; the listing shows the bucket as listed until its TTL.
 		return
 	}
 	// In order with a load persisting the listing this edits (see load).
