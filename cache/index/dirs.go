@@ -32,24 +32,24 @@ func (ix *Index) GetDir(tag SrcTag, dir string) (DirRecord, bool, error) {
 
 // ScanListing calls fn for each cached entry of dir, in name order.
 func (ix *Index) ScanListing(tag SrcTag, dir string, fn func(name string, e EntryRecord) error) error {
+	return ix.scanEntries(tag, dir, "", 0, fn)
+}
+
+// scanEntries calls fn for up to limit (0: all) entries of dir whose
+// names sort after after, in name order.
+func (ix *Index) scanEntries(tag SrcTag, dir, after string, limit int, fn func(name string, e EntryRecord) error) error {
 	prefix := entryPrefix(tag, dir)
-	err := ix.db.View(func(txn *badger.Txn) error {
-		opt := badger.DefaultIteratorOptions
-		opt.Prefix = prefix
-		it := txn.NewIterator(opt)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			name := string(item.Key()[len(prefix):])
-			var e EntryRecord
-			if err := item.Value(func(v []byte) (err error) { e, err = UnmarshalEntry(v); return }); err != nil {
-				return err
-			}
-			if err := fn(name, e); err != nil {
-				return err
-			}
+	so := scanOpts{limit: limit}
+	if after != "" {
+		so.from = append(append(append([]byte{}, prefix...), after...), 0)
+	}
+	err := ix.scan(prefix, so, func(item *badger.Item) error {
+		name := string(item.Key()[len(prefix):])
+		var e EntryRecord
+		if err := item.Value(func(v []byte) (err error) { e, err = UnmarshalEntry(v); return }); err != nil {
+			return err
 		}
-		return nil
+		return fn(name, e)
 	})
 	if err != nil {
 		return fmt.Errorf("index: scan listing %q: %w", dir, err)
@@ -79,24 +79,17 @@ func (ix *Index) ReplaceListing(tag SrcTag, dir string, hdr DirRecord, entries [
 	}
 	prefix := entryPrefix(tag, dir)
 	var dels [][]byte
-	err := ix.db.View(func(txn *badger.Txn) error {
-		opt := badger.DefaultIteratorOptions
-		opt.Prefix = prefix
-		it := txn.NewIterator(opt)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			name := string(item.Key()[len(prefix):])
-			v, ok := want[name]
-			if !ok {
-				dels = append(dels, item.KeyCopy(nil))
-				continue
-			}
-			same := false
-			_ = item.Value(func(old []byte) error { same = bytes.Equal(old, v); return nil })
-			if same {
-				delete(want, name)
-			}
+	err := ix.scan(prefix, scanOpts{}, func(item *badger.Item) error {
+		name := string(item.Key()[len(prefix):])
+		v, ok := want[name]
+		if !ok {
+			dels = append(dels, item.KeyCopy(nil))
+			return nil
+		}
+		same := false
+		_ = item.Value(func(old []byte) error { same = bytes.Equal(old, v); return nil })
+		if same {
+			delete(want, name)
 		}
 		return nil
 	})
@@ -193,36 +186,10 @@ func (ix *Index) get(k []byte, decode func(v []byte) error) (bool, error) {
 // after after ("" starts at the beginning), in name order. Readers of
 // listings too big to keep in memory page through them with it.
 func (ix *Index) ScanListingFrom(tag SrcTag, dir, after string, limit int, fn func(name string, e EntryRecord) error) error {
-	prefix := entryPrefix(tag, dir)
-	start := prefix
-	if after != "" {
-		start = append(append(append([]byte{}, prefix...), after...), 0)
-	}
-	err := ix.db.View(func(txn *badger.Txn) error {
-		opt := badger.DefaultIteratorOptions
-		opt.Prefix = prefix
-		opt.PrefetchSize = min(limit, 100)
-		it := txn.NewIterator(opt)
-		defer it.Close()
-		n := 0
-		for it.Seek(start); it.Valid() && n < limit; it.Next() {
-			item := it.Item()
-			name := string(item.Key()[len(prefix):])
-			var e EntryRecord
-			if err := item.Value(func(v []byte) (err error) { e, err = UnmarshalEntry(v); return }); err != nil {
-				return err
-			}
-			if err := fn(name, e); err != nil {
-				return err
-			}
-			n++
-		}
+	if limit <= 0 {
 		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("index: scan listing %q: %w", dir, err)
 	}
-	return nil
+	return ix.scanEntries(tag, dir, after, limit, fn)
 }
 
 // PutEntry adds or replaces one entry of dir's cached listing.
@@ -249,14 +216,8 @@ func (ix *Index) DeleteEntry(tag SrcTag, dir, name string) error {
 func (ix *Index) DeleteStatsUnder(tag SrcTag, prefix string) error {
 	p := statKey(tag, prefix)
 	var keys [][]byte
-	err := ix.db.View(func(txn *badger.Txn) error {
-		opt := badger.DefaultIteratorOptions
-		opt.Prefix, opt.PrefetchValues = p, false
-		it := txn.NewIterator(opt)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			keys = append(keys, it.Item().KeyCopy(nil))
-		}
+	err := ix.scan(p, scanOpts{keysOnly: true}, func(item *badger.Item) error {
+		keys = append(keys, item.KeyCopy(nil))
 		return nil
 	})
 	if err != nil {

@@ -117,25 +117,15 @@ func (ix *Index) DeleteUpload(seq uint64) error {
 // Entries that fail to decode are passed with err set.
 func (ix *Index) ScanUploads(fn func(seq uint64, r UploadRecord, err error) error) error {
 	prefix := []byte{'u'}
-	err := ix.db.View(func(txn *badger.Txn) error {
-		opt := badger.DefaultIteratorOptions
-		opt.Prefix = prefix
-		it := txn.NewIterator(opt)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			k := item.Key()
-			if len(k) != 9 {
-				continue
-			}
-			seq := binary.BigEndian.Uint64(k[1:])
-			var r UploadRecord
-			verr := item.Value(func(v []byte) (err error) { r, err = UnmarshalUpload(v); return })
-			if err := fn(seq, r, verr); err != nil {
-				return err
-			}
+	err := ix.scan(prefix, scanOpts{}, func(item *badger.Item) error {
+		k := item.Key()
+		if len(k) != 9 {
+			return nil
 		}
-		return nil
+		seq := binary.BigEndian.Uint64(k[1:])
+		var r UploadRecord
+		verr := item.Value(func(v []byte) (err error) { r, err = UnmarshalUpload(v); return })
+		return fn(seq, r, verr)
 	})
 	if err != nil {
 		return fmt.Errorf("index: scan journal: %w", err)

@@ -64,31 +64,17 @@ func (ix *Index) MarkBlock(id ID, idx int64, bi BlockInfo) error {
 // Blocks calls fn for every present block of id, in block order.
 func (ix *Index) Blocks(id ID, fn func(idx int64, bi BlockInfo) error) error {
 	prefix := blockPrefix(id)
-	err := ix.db.View(func(txn *badger.Txn) error {
-		opt := badger.DefaultIteratorOptions
-		opt.Prefix = prefix
-		it := txn.NewIterator(opt)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			k := item.Key()
-			if len(k) != len(prefix)+4 {
-				return ErrCorrupt
-			}
-			idx := int64(binary.BigEndian.Uint32(k[len(prefix):]))
-			var bi BlockInfo
-			if err := item.Value(func(v []byte) error {
-				var derr error
-				bi, derr = UnmarshalBlock(v)
-				return derr
-			}); err != nil {
-				return err
-			}
-			if err := fn(idx, bi); err != nil {
-				return err
-			}
+	err := ix.scan(prefix, scanOpts{}, func(item *badger.Item) error {
+		k := item.Key()
+		if len(k) != len(prefix)+4 {
+			return ErrCorrupt
 		}
-		return nil
+		idx := int64(binary.BigEndian.Uint32(k[len(prefix):]))
+		var bi BlockInfo
+		if err := item.Value(func(v []byte) (err error) { bi, err = UnmarshalBlock(v); return }); err != nil {
+			return err
+		}
+		return fn(idx, bi)
 	})
 	if err != nil {
 		return fmt.Errorf("index: blocks of %s: %w", id, err)
@@ -139,30 +125,16 @@ func (ix *Index) DeleteObject(id ID) (int64, error) {
 // decode are passed with err set so callers can drop them.
 func (ix *Index) ScanObjects(fn func(id ID, rec ObjectRecord, err error) error) error {
 	prefix := []byte{'o'}
-	err := ix.db.View(func(txn *badger.Txn) error {
-		opt := badger.DefaultIteratorOptions
-		opt.Prefix = prefix
-		it := txn.NewIterator(opt)
-		defer it.Close()
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			k := item.Key()
-			if len(k) != 1+len(ID{}) {
-				continue
-			}
-			var id ID
-			copy(id[:], k[1:])
-			var rec ObjectRecord
-			verr := item.Value(func(v []byte) error {
-				var derr error
-				rec, derr = UnmarshalObject(v)
-				return derr
-			})
-			if err := fn(id, rec, verr); err != nil {
-				return err
-			}
+	err := ix.scan(prefix, scanOpts{}, func(item *badger.Item) error {
+		k := item.Key()
+		if len(k) != 1+len(ID{}) {
+			return nil
 		}
-		return nil
+		var id ID
+		copy(id[:], k[1:])
+		var rec ObjectRecord
+		verr := item.Value(func(v []byte) (err error) { rec, err = UnmarshalObject(v); return })
+		return fn(id, rec, verr)
 	})
 	if err != nil {
 		return fmt.Errorf("index: scan objects: %w", err)
@@ -174,48 +146,39 @@ func (ix *Index) ScanObjects(fn func(id ID, rec ObjectRecord, err error) error) 
 // with the number of blocks and their total bytes. It reads keys and
 // their 8-byte values only, so it is fast even for millions of blocks.
 func (ix *Index) ScanBlockUsage(fn func(id ID, blocks, bytes int64) error) error {
-	prefix := []byte{'b'}
-	err := ix.db.View(func(txn *badger.Txn) error {
-		opt := badger.DefaultIteratorOptions
-		opt.Prefix = prefix
-		it := txn.NewIterator(opt)
-		defer it.Close()
-		var cur ID
-		var have bool
-		var nb, bytes int64
-		flush := func() error {
-			if have && nb > 0 {
-				return fn(cur, nb, bytes)
-			}
+	var cur ID
+	var have bool
+	var nb, bytes int64
+	flush := func() error {
+		if have && nb > 0 {
+			return fn(cur, nb, bytes)
+		}
+		return nil
+	}
+	err := ix.scan([]byte{'b'}, scanOpts{}, func(item *badger.Item) error {
+		k := item.Key()
+		if len(k) != 1+len(ID{})+4 {
 			return nil
 		}
-		for it.Rewind(); it.Valid(); it.Next() {
-			item := it.Item()
-			k := item.Key()
-			if len(k) != 1+len(ID{})+4 {
-				continue
+		var id ID
+		copy(id[:], k[1:1+len(id)])
+		if !have || id != cur {
+			if err := flush(); err != nil {
+				return err
 			}
-			var id ID
-			copy(id[:], k[1:1+len(id)])
-			if !have || id != cur {
-				if err := flush(); err != nil {
-					return err
-				}
-				cur, have, nb, bytes = id, true, 0, 0
-			}
-			var bi BlockInfo
-			if err := item.Value(func(v []byte) error {
-				var derr error
-				bi, derr = UnmarshalBlock(v)
-				return derr
-			}); err != nil {
-				continue
-			}
-			nb++
-			bytes += int64(bi.Len)
+			cur, have, nb, bytes = id, true, 0, 0
 		}
-		return flush()
+		var bi BlockInfo
+		if err := item.Value(func(v []byte) (err error) { bi, err = UnmarshalBlock(v); return }); err != nil {
+			return nil // an undecodable block counts for nothing
+		}
+		nb++
+		bytes += int64(bi.Len)
+		return nil
 	})
+	if err == nil {
+		err = flush()
+	}
 	if err != nil {
 		return fmt.Errorf("index: scan block usage: %w", err)
 	}
