@@ -58,7 +58,9 @@ vet:
 clean:
 	rm -rf $(BIN)
 
-# Feature fragments: benchmark and demo, operations, reliability.
+# Feature fragments: benchmark and demo, operations, reliability, the check
+# lane (make check: gofmt, go vet, golangci-lint, go mod tidy).
 -include integration/bench.mk
 -include integration/ops.mk
 -include integration/reliability.mk
+-include integration/check.mk

@@ -76,7 +76,9 @@ func (s *Store) Adopt(k ObjectKey, path string) error {
 		return err
 	}
 	if err := os.Rename(path, dst); err != nil {
-		s.ix.DeleteObject(id)
+		// The record has no blocks yet: failing to forget it leaves an
+		// empty object, which reads as a miss. The rename's error matters.
+		_, _ = s.ix.DeleteObject(id)
 		return fmt.Errorf("cache: adopt %s: %w", k.Key, err)
 	}
 	for i, crc := range crcs {

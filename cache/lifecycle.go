@@ -188,7 +188,7 @@ func (s *Store) evict(need int64) int64 {
 		return 0
 	}
 	var cands []candidate
-	s.ix.ScanObjects(func(id index.ID, rec index.ObjectRecord, err error) error {
+	err := s.ix.ScanObjects(func(id index.ID, rec index.ObjectRecord, err error) error {
 		if err != nil || usage[id] == 0 {
 			return nil
 		}
@@ -204,6 +204,10 @@ func (s *Store) evict(need int64) int64 {
 		cands = append(cands, c)
 		return nil
 	})
+	if err != nil {
+		// Evict among the records read before the error: space is still needed.
+		s.log.Warn("cache: eviction scan", "err", err)
+	}
 	var freed int64
 	for _, v := range planEviction(cands, need) {
 		if v.whole {
@@ -235,11 +239,13 @@ func (s *Store) punchTail(id index.ID, n int64) int64 {
 		return 0
 	}
 	var present, lens []int64
-	s.ix.Blocks(id, func(i int64, bi index.BlockInfo) error {
+	if err := s.ix.Blocks(id, func(i int64, bi index.BlockInfo) error {
 		present = append(present, i)
 		lens = append(lens, int64(bi.Len))
 		return nil
-	})
+	}); err != nil {
+		return 0 // as for GetObject above: an index that cannot be read is not acted on
+	}
 	if int64(len(present)) > n {
 		present, lens = present[len(present)-int(n):], lens[len(lens)-int(n):]
 	}
@@ -251,7 +257,12 @@ func (s *Store) punchTail(id index.ID, n int64) int64 {
 	for k, i := range present {
 		freed += lens[k]
 		if ferr == nil {
-			unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, i*rec.BlockSize, lens[k])
+			// The index has forgotten the block already: it counts as freed
+			// (a block the index does not vouch for is never read), and a
+			// failed punch only leaves its bytes allocated until the file goes.
+			if err := unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_PUNCH_HOLE|unix.FALLOC_FL_KEEP_SIZE, i*rec.BlockSize, lens[k]); err != nil {
+				s.log.Warn("cache: punching evicted blocks", "err", err)
+			}
 		}
 	}
 	if ferr == nil {
@@ -292,7 +303,9 @@ func (s *Store) sweepOrphanFiles() {
 	}
 	root := filepath.Join(s.dir, "objects")
 	n := 0
-	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+	// The walk's own errors are skipped entry by entry (err != nil below):
+	// a sweep that cannot read a directory simply sweeps less.
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		select {
 		case <-s.stop:
 			return filepath.SkipAll

@@ -30,7 +30,7 @@ func lockDir(dir, owner string) (*os.File, error) {
 		}
 		return nil, fmt.Errorf("cache: lock %s: %w", p, err)
 	}
-	f.Truncate(0)
+	_ = f.Truncate(0) // the holder line is for people reading LOCK; the flock is the lock
 	fmt.Fprintf(f, "pid %d (%s)\n", os.Getpid(), owner)
 	return f, nil
 }
@@ -44,7 +44,7 @@ func LockHolder(dir string) string {
 	}
 	defer f.Close()
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_SH|unix.LOCK_NB); err == nil {
-		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		_ = unix.Flock(int(f.Fd()), unix.LOCK_UN) // closing f releases it anyway
 		return ""
 	}
 	b, _ := os.ReadFile(p)

@@ -151,7 +151,9 @@ func TestCorruptBlockIsDropped(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteAt([]byte{data[bs+1] ^ 0xff}, bs+1)
+	if _, err := f.WriteAt([]byte{data[bs+1] ^ 0xff}, bs+1); err != nil {
+		t.Fatal(err)
+	}
 	f.Close()
 
 	s = openStore(t, dir, testOpts())
@@ -368,13 +370,17 @@ func TestLinkCarriesACompleteCopy(t *testing.T) {
 	from := ObjectKey{Source: "s", Key: "tmp", Version: "v1", Size: int64(len(data))}
 	o, _ := s.Acquire(from)
 	for i := int64(0); i < 2; i++ { // not complete yet
-		o.WriteBlock(i, data[i*bs:(i+1)*bs])
+		if err := o.WriteBlock(i, data[i*bs:(i+1)*bs]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if err := s.Link(from, ObjectKey{Source: "s", Key: "final", Version: "v2", Size: from.Size}); !errors.Is(err, ErrIncomplete) {
 		t.Fatalf("linking a partial object: %v", err)
 	}
 	for i := int64(2); i < o.NumBlocks(); i++ {
-		o.WriteBlock(i, data[i*bs:i*bs+o.BlockLen(i)])
+		if err := o.WriteBlock(i, data[i*bs:i*bs+o.BlockLen(i)]); err != nil {
+			t.Fatal(err)
+		}
 	}
 	o.Release()
 	to := ObjectKey{Source: "s", Key: "final", Version: "v2", Size: from.Size}

@@ -102,7 +102,7 @@ func (ix *Index) preallocate() {
 				continue
 			}
 			if fi, err := f.Stat(); err == nil && fi.Size() > 0 {
-				unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, fi.Size())
+				_ = unix.Fallocate(int(f.Fd()), unix.FALLOC_FL_KEEP_SIZE, 0, fi.Size()) // a hint: badger works without it
 			}
 			f.Close()
 		}

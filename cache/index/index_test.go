@@ -167,7 +167,9 @@ func TestJournalPersistsInOrder(t *testing.T) {
 	ix = openTemp(t, dir)
 	defer ix.Close()
 	var keys []string
-	ix.ScanUploads(func(_ uint64, r UploadRecord, err error) error { keys = append(keys, r.Key); return err })
+	if err := ix.ScanUploads(func(_ uint64, r UploadRecord, err error) error { keys = append(keys, r.Key); return err }); err != nil {
+		t.Fatal(err)
+	}
 	if fmt.Sprint(keys) != "[a c]" {
 		t.Fatalf("journal after reopen: %v", keys)
 	}

@@ -149,7 +149,9 @@ func coldFill(b *testing.B, kind Kind, direct bool, batch int) {
 		if next+batch > slots { // the space is full: empty the files, untimed
 			b.StopTimer()
 			for _, fd := range trunc {
-				unix.Ftruncate(fd, 0)
+				if err := unix.Ftruncate(fd, 0); err != nil {
+					b.Fatal(err)
+				}
 			}
 			next = 0
 			b.StartTimer()
@@ -171,7 +173,9 @@ func coldFill(b *testing.B, kind Kind, direct bool, batch int) {
 	}
 	b.StopTimer()
 	for _, fd := range trunc {
-		unix.Ftruncate(fd, 0)
+		if err := unix.Ftruncate(fd, 0); err != nil {
+			b.Fatal(err)
+		}
 	}
 }
 

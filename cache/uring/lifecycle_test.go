@@ -137,7 +137,9 @@ func TestEINTRStorm(t *testing.T) {
 			if _, err := unix.Pwrite(fd, m, 0); err != nil {
 				t.Fatal(err)
 			}
-			unix.Fsync(fd)
+			if err := unix.Fsync(fd); err != nil {
+				t.Fatal(err)
+			}
 			rfd := fd
 			if dfd, err := unix.Open(path, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0); err == nil {
 				rfd = dfd // reads that go to the disk, not the page cache

@@ -1,6 +1,7 @@
 package uring
 
 import (
+	"errors"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -77,8 +78,7 @@ func newUring(o Options) (*uringEngine, error) {
 	for range o.Rings {
 		sh, err := newShard(o)
 		if err != nil {
-			e.closeShards()
-			return nil, err
+			return nil, errors.Join(err, e.closeShards())
 		}
 		e.shards = append(e.shards, sh)
 	}

@@ -111,7 +111,7 @@ func (m *mounted) alive() bool { return m.pid > 0 && syscall.Kill(m.pid, 0) == n
 
 func (m *mounted) unmount() {
 	if err := exec.Command("umount", m.dir).Run(); err != nil {
-		exec.Command("umount", "-l", m.dir).Run()
+		_ = exec.Command("umount", "-l", m.dir).Run() // best effort: the wait below tells
 	}
 	for deadline := time.Now().Add(30 * time.Second); m.alive() && time.Now().Before(deadline); {
 		time.Sleep(50 * time.Millisecond)

@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 
 	"golang.org/x/sys/unix"
@@ -83,9 +84,9 @@ func describeDisk(dir string) string {
 	}
 	var size string
 	if s := readTrim(filepath.Join(disk, "size")); s != "" {
-		var sectors int64
-		fmt.Sscan(s, &sectors)
-		size = FormatSize(sectors*512) + " "
+		if sectors, err := strconv.ParseInt(s, 10, 64); err == nil {
+			size = FormatSize(sectors*512) + " "
+		}
 	}
 	return strings.TrimSpace(fmt.Sprintf("%s (%s%s %s), %s", dev, size, model, kind, fstype))
 }

@@ -40,12 +40,12 @@ func TestServersEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer srv.Stop()
+	defer func() { _ = srv.Stop() }()
 	tp, err := StartToxiproxy(ctx, dir)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer tp.Stop()
+	defer func() { _ = tp.Stop() }()
 	cfg := S3Config{Endpoint: srv.Endpoint, Region: srv.Region, AccessKey: srv.AccessKey, SecretKey: srv.SecretKey}
 	client := NewS3Client(cfg)
 	if err := EnsureBucket(ctx, client, "bench"); err != nil {
@@ -101,7 +101,7 @@ func TestServersEndToEnd(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			defer mnt.Unmount(context.Background())
+			defer func() { _ = mnt.Unmount(context.Background()) }()
 			s, err := ReadFiles(ctx, ReadOpts{Root: mnt.Root, StripPrefix: "img", Entries: img, Procs: 2, Shuffle: 1, Verify: true})
 			if err != nil {
 				t.Fatal(err)

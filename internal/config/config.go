@@ -124,7 +124,7 @@ func (c *Config) Validate() error {
 		return bad("--log-format %q: want auto, text or json", c.LogFormat)
 	}
 	if c.EndpointURL != "" && !strings.HasPrefix(c.EndpointURL, "http://") && !strings.HasPrefix(c.EndpointURL, "https://") {
-		return bad("--endpoint-url %q: want http://host[:port] or https://...", c.EndpointURL)
+		return bad("--endpoint-url %q: want http://host[:port] or https://host[:port]", c.EndpointURL)
 	}
 	for _, check := range []func() error{c.Write.validate, c.Shared.validate, c.Ops.validate} {
 		if err := check(); err != nil {

@@ -68,7 +68,7 @@ func (s *SharedConfig) validate() error {
 	}
 	switch {
 	case s.EndpointURL != "" && !strings.HasPrefix(s.EndpointURL, "http://") && !strings.HasPrefix(s.EndpointURL, "https://"):
-		return fmt.Errorf("--shared-cache-endpoint-url %q: want http://host[:port] or https://...", s.EndpointURL)
+		return fmt.Errorf("--shared-cache-endpoint-url %q: want http://host[:port] or https://host[:port]", s.EndpointURL)
 	case s.GroupSize < 0 || s.GroupSize > 64<<20:
 		return fmt.Errorf("--shared-cache-group-size %s: want at most 64MiB (one block per object below the block size)", s.GroupSize)
 	case s.Timeout < 10*time.Millisecond || s.Timeout > 5*time.Minute:
