@@ -1,0 +1,139 @@
+package fs
+
+import (
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+)
+
+// The bucket of the lookup and readdir tests: ordinary files and
+// directories, a key and a prefix sharing a name, a directory placeholder
+// object, and keys that cannot be POSIX names.
+var namesBucket = map[string]string{
+	"a.txt":                            "aaa",
+	"dir/b.txt":                        "bb",
+	"dir/sub/c.txt":                    "c",
+	"both":                             "file that a prefix shadows",
+	"both/inner":                       "i",
+	"empty/":                           "", // a console-made folder: the placeholder object only
+	"odd//twice":                       "empty segment",
+	"odd/./dot":                        "dot segment",
+	"odd/../up":                        "dotdot segment",
+	"odd/ok":                           "the one good name under odd/",
+	"long/" + strings.Repeat("n", 256): "name too long",
+	"nul/a\x00b":                       "NUL in a name",
+}
+
+func TestLookup(t *testing.T) {
+	f := newTestFS(t, namesBucket)
+	for _, tc := range []struct {
+		path  string
+		errno syscall.Errno
+		dir   bool
+		size  uint64
+	}{
+		{path: "a.txt", size: 3},
+		{path: "dir", dir: true},
+		{path: "dir/b.txt", size: 2},
+		{path: "dir/sub", dir: true},
+		{path: "dir/sub/c.txt", size: 1},
+		{path: "both", dir: true}, // a key and a prefix of one name: the directory wins
+		{path: "both/inner", size: 1},
+		{path: "empty", dir: true},
+		{path: "odd", dir: true},
+		{path: "odd/ok", size: 28},
+		{path: "missing", errno: syscall.ENOENT},
+		{path: "dir/missing", errno: syscall.ENOENT},
+		{path: "di", errno: syscall.ENOENT}, // a prefix of a name is not a name
+	} {
+		out, errno := f.lookup(tc.path)
+		if errno != tc.errno {
+			t.Errorf("lookup %q: errno %v, want %v", tc.path, errno, tc.errno)
+			continue
+		}
+		if errno != 0 {
+			continue
+		}
+		if isDir := out.Attr.Mode&syscall.S_IFMT == syscall.S_IFDIR; isDir != tc.dir {
+			t.Errorf("lookup %q: mode %o, directory %v, want %v", tc.path, out.Attr.Mode, isDir, tc.dir)
+		}
+		if !tc.dir && out.Attr.Size != tc.size {
+			t.Errorf("lookup %q: size %d, want %d", tc.path, out.Attr.Size, tc.size)
+		}
+		if out.NodeId == 0 || out.Attr.Ino == 0 {
+			t.Errorf("lookup %q: no inode (%d, %d)", tc.path, out.NodeId, out.Attr.Ino)
+		}
+	}
+}
+
+// TestLookupStableInodes: the same key and version is the same inode on
+// every lookup; a file and a directory of the same key never share one.
+func TestLookupStableInodes(t *testing.T) {
+	f := newTestFS(t, namesBucket)
+	a1, _ := f.lookup("dir/b.txt")
+	a2, _ := f.lookup("dir/b.txt")
+	d, _ := f.lookup("dir")
+	if a1.Attr.Ino != a2.Attr.Ino || a1.NodeId != a2.NodeId {
+		t.Fatalf("two lookups of one file: inodes %d/%d, nodes %d/%d", a1.Attr.Ino, a2.Attr.Ino, a1.NodeId, a2.NodeId)
+	}
+	if d.Attr.Ino == a1.Attr.Ino {
+		t.Fatal("a directory and a file share an inode number")
+	}
+}
+
+// TestLookupOddKeysSkipped: a key with an empty, "." or ".." segment or a
+// NUL is no name: nothing under it resolves. (The kernel itself never
+// asks for "", "." or "..", nor for a name with a NUL: readdir not
+// showing them is the other half, in TestReaddir.)
+func TestLookupOddKeysSkipped(t *testing.T) {
+	f := newTestFS(t, namesBucket)
+	for _, p := range []string{"odd/twice", "odd/dot", "odd/up", "up", "nul/a", "nul/b", "long/n"} {
+		if out, errno := f.lookup(p); errno != syscall.ENOENT {
+			t.Errorf("lookup %q: errno %v (mode %o), want ENOENT", p, errno, out.Attr.Mode)
+		}
+	}
+}
+
+func TestReaddir(t *testing.T) {
+	f := newTestFS(t, namesBucket)
+	for _, tc := range []struct {
+		dir  string
+		want []string
+	}{
+		{"", []string{"a.txt", "both/", "dir/", "empty/", "long/", "nul/", "odd/"}},
+		{"dir", []string{"b.txt", "sub/"}},
+		{"dir/sub", []string{"c.txt"}},
+		{"both", []string{"inner"}},
+		{"empty", nil}, // the placeholder is the directory itself, not a child
+		{"odd", []string{"ok"}},
+		{"long", nil},
+		{"nul", nil},
+	} {
+		if got := f.readdir(tc.dir); !slices.Equal(got, tc.want) {
+			t.Errorf("readdir %q = %q, want %q", tc.dir, got, tc.want)
+		}
+	}
+}
+
+// TestReaddirMatchesLookup: every name readdir shows, lookup finds, with
+// the same kind.
+func TestReaddirMatchesLookup(t *testing.T) {
+	f := newTestFS(t, namesBucket)
+	for _, dir := range []string{"", "dir", "odd", "both"} {
+		for _, name := range f.readdir(dir) {
+			p := strings.TrimSuffix(name, "/")
+			if dir != "" {
+				p = dir + "/" + p
+			}
+			out, errno := f.lookup(p)
+			if errno != 0 {
+				t.Errorf("readdir shows %q, lookup says %v", p, errno)
+				continue
+			}
+			if isDir := out.Attr.Mode&syscall.S_IFMT == syscall.S_IFDIR; isDir != strings.HasSuffix(name, "/") {
+				t.Errorf("%q: readdir and lookup disagree on its kind", p)
+			}
+		}
+	}
+}
