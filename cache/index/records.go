@@ -110,24 +110,16 @@ type decoder struct {
 	err error
 }
 
-func (d *decoder) uvarint() uint64 {
-	if d.err != nil {
-		return 0
-	}
-	v, n := binary.Uvarint(d.b)
-	if n <= 0 {
-		d.err = ErrCorrupt
-		return 0
-	}
-	d.b = d.b[n:]
-	return v
-}
+func (d *decoder) uvarint() uint64 { return decodeVar(d, binary.Uvarint) }
+func (d *decoder) varint() int64   { return decodeVar(d, binary.Varint) }
 
-func (d *decoder) varint() int64 {
+// decodeVar reads one varint with read (binary.Uvarint or Varint); the
+// first failure sticks in d.err and every later read returns zero.
+func decodeVar[T uint64 | int64](d *decoder, read func([]byte) (T, int)) T {
 	if d.err != nil {
 		return 0
 	}
-	v, n := binary.Varint(d.b)
+	v, n := read(d.b)
 	if n <= 0 {
 		d.err = ErrCorrupt
 		return 0

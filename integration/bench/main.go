@@ -3,33 +3,19 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/stratafs/strata/integration/workload"
 )
 
 func main() {
-	workload.MaybeRunWorker()
-	cfg, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "strata-bench:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := run(ctx, cfg, os.Stdout, os.Stderr); err != nil {
-		fmt.Fprintln(os.Stderr, "strata-bench:", err)
-		os.Exit(1)
-	}
+	workload.Main("strata-bench", parseFlags, func(ctx context.Context, cfg Config) error {
+		_, err := run(ctx, cfg, os.Stdout, os.Stderr)
+		return err
+	})
 }
 
 // Run is what one benchmark run produced.

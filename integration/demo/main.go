@@ -2,12 +2,9 @@ package main
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/signal"
-	"syscall"
 
 	"github.com/stratafs/strata/integration/workload"
 )
@@ -79,19 +76,8 @@ func envOr(k, def string) string {
 }
 
 func main() {
-	workload.MaybeRunWorker()
-	cfg, err := parseFlags(os.Args[1:])
-	if errors.Is(err, flag.ErrHelp) {
-		return
-	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "strata-demo:", err)
-		os.Exit(2)
-	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if _, err := run(ctx, cfg, os.Stdout); err != nil {
-		fmt.Fprintln(os.Stderr, "strata-demo:", err)
-		os.Exit(1)
-	}
+	workload.Main("strata-demo", parseFlags, func(ctx context.Context, cfg Config) error {
+		_, err := run(ctx, cfg, os.Stdout)
+		return err
+	})
 }

@@ -1,9 +1,11 @@
 package workload
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -180,4 +182,26 @@ func fileTail(path string, n int64) string {
 		b = b[int64(len(b))-n:]
 	}
 	return string(b)
+}
+
+// awaitHTTP waits until url answers 200 OK, for a server p just started.
+// If p exits, timeout passes or ctx ends first, it stops p and returns an
+// error carrying the tail of p's log.
+func awaitHTTP(ctx context.Context, p *Proc, name, url string, timeout time.Duration) error {
+	client := &http.Client{Timeout: time.Second}
+	deadline := time.Now().Add(timeout)
+	for {
+		resp, err := client.Get(url)
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return nil
+			}
+		}
+		if done, _ := p.Exited(); done || time.Now().After(deadline) || ctx.Err() != nil {
+			_ = p.Stop(5 * time.Second)
+			return fmt.Errorf("workload: %s did not start\n%s", name, p.LogTail(2048))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }

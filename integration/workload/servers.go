@@ -138,22 +138,10 @@ func StartFakeGCS(ctx context.Context, dir string) (*FakeGCS, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		resp, err := client.Get(f.Endpoint + "/_internal/healthcheck")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return f, nil
-			}
-		}
-		if done, _ := f.proc.Exited(); done || time.Now().After(deadline) || ctx.Err() != nil {
-			_ = f.proc.Stop(5 * time.Second)
-			return nil, fmt.Errorf("workload: fake-gcs-server did not start\n%s", f.proc.LogTail(2048))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := awaitHTTP(ctx, f.proc, "fake-gcs-server", f.Endpoint+"/_internal/healthcheck", 30*time.Second); err != nil {
+		return nil, err
 	}
+	return f, nil
 }
 
 // Env is the environment for a GCS client of this server.

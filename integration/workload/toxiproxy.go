@@ -36,22 +36,10 @@ func StartToxiproxy(ctx context.Context, dir string) (*Toxiproxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	client := &http.Client{Timeout: time.Second}
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		resp, err := client.Get(t.API + "/version")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return t, nil
-			}
-		}
-		if done, _ := t.proc.Exited(); done || time.Now().After(deadline) || ctx.Err() != nil {
-			_ = t.proc.Stop(5 * time.Second)
-			return nil, fmt.Errorf("workload: toxiproxy did not start\n%s", t.proc.LogTail(2048))
-		}
-		time.Sleep(50 * time.Millisecond)
+	if err := awaitHTTP(ctx, t.proc, "toxiproxy", t.API+"/version", 20*time.Second); err != nil {
+		return nil, err
 	}
+	return t, nil
 }
 
 // Proxy creates a proxy named name from a free local port to upstream
