@@ -153,20 +153,33 @@ func (f *FakeGCS) Stop() error { return f.proc.Stop(5 * time.Second) }
 // MakeBucket creates a bucket through the JSON API (an existing one is
 // fine).
 func (f *FakeGCS) MakeBucket(ctx context.Context, name string) error {
-	body, _ := json.Marshal(map[string]string{"name": name})
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.Endpoint+"/storage/v1/b?project=strata", bytes.NewReader(body))
+	ok := func(status int) bool { return status == http.StatusOK || status == http.StatusConflict }
+	if err := postJSON(ctx, f.Endpoint+"/storage/v1/b?project=strata", map[string]string{"name": name}, ok); err != nil {
+		return fmt.Errorf("workload: gcs bucket %s: %w", name, err)
+	}
+	return nil
+}
+
+// postJSON POSTs body as JSON to url. A response whose status ok refuses
+// is an error carrying the status and the start of the response body.
+func postJSON(ctx context.Context, url string, body any, ok func(status int) bool) error {
+	b, err := json.Marshal(body)
+	if err != nil {
+		return err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(b))
 	if err != nil {
 		return err
 	}
 	req.Header.Set("Content-Type", "application/json")
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
-		return fmt.Errorf("workload: gcs bucket %s: %w", name, err)
+		return err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK && resp.StatusCode != http.StatusConflict {
+	if !ok(resp.StatusCode) {
 		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("workload: gcs bucket %s: %s: %s", name, resp.Status, bytes.TrimSpace(msg))
+		return fmt.Errorf("%s: %s", resp.Status, bytes.TrimSpace(msg))
 	}
 	return nil
 }

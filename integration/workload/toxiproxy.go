@@ -1,12 +1,8 @@
 package workload
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"path/filepath"
 	"strconv"
 	"time"
@@ -76,23 +72,8 @@ func (t *Toxiproxy) Proxy(ctx context.Context, name, upstream string, latency ti
 }
 
 func (t *Toxiproxy) post(ctx context.Context, path string, body any) error {
-	b, err := json.Marshal(body)
-	if err != nil {
-		return err
-	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, t.API+path, bytes.NewReader(b))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
+	if err := postJSON(ctx, t.API+path, body, func(status int) bool { return status/100 == 2 }); err != nil {
 		return fmt.Errorf("workload: toxiproxy %s: %w", path, err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		msg, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
-		return fmt.Errorf("workload: toxiproxy %s: %s: %s", path, resp.Status, bytes.TrimSpace(msg))
 	}
 	return nil
 }
