@@ -147,7 +147,7 @@ func TestBadInput(t *testing.T) {
 			out, err := cmd.CombinedOutput()
 			msg := strings.TrimSpace(string(out))
 			if err == nil {
-				exec.Command("umount", mnt).Run()
+				unmountAndWait(t, mnt, "") // before its cache dir is removed under it
 				t.Fatalf("mount succeeded; output %q", msg)
 			}
 			if !strings.Contains(strings.ToLower(msg), strings.ToLower(tc.want)) {

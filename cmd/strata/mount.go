@@ -77,6 +77,7 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 	if err != nil {
 		return err
 	}
+	recoverDeadMount(mnt)
 	if err := checkMountpoint(mnt); err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 		}
 	}
 	if !cfg.Foreground {
-		if err := checkCacheFree(cfg.CacheDir); err != nil {
+		if err := checkCacheFree(cfg.CacheDir, 5*time.Minute); err != nil {
 			return err // before opening the log: it may be the other mount's
 		}
 		logFile := cfg.LogFile

@@ -1,14 +1,19 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
+	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/cache"
 )
 
 // Checks of where a mount goes that must happen before anything touches
@@ -126,13 +131,78 @@ func checkEmpty(mnt string) error {
 	return nil
 }
 
-// checkCacheFree refuses a cache dir a live mount holds, before the new
-// mount opens (and appends to) that mount's log file. The mount itself
-// checks again under the cache lock; this only gives the early answer.
-func checkCacheFree(cacheDir string) error {
-	s, ok := readSession(cacheDir)
-	if !ok || !s.Running || s.PID <= 0 || s.PID == os.Getpid() || unix.Kill(s.PID, 0) != nil {
+// cacheHolder parses the cache lock's "pid N (mount /mnt/x)".
+func cacheHolder(cacheDir string) (pid int, mnt string, ok bool) {
+	h := cache.LockHolder(cacheDir)
+	if h == "" {
+		return 0, "", false
+	}
+	if _, err := fmt.Sscanf(h, "pid %d", &pid); err != nil || pid <= 0 {
+		return 0, "", false
+	}
+	if _, rest, found := strings.Cut(h, "(mount "); found {
+		mnt = strings.TrimSuffix(rest, ")")
+	}
+	return pid, mnt, true
+}
+
+// checkCacheFree runs before the new mount opens its log (which, in the
+// cache dir, is the holder's log too). A cache dir held by a live mount is
+// refused. One held by a mount that is already unmounted is a previous
+// mount finishing its uploads: say so and wait for it to exit (waiting is
+// always safe: its uploads complete and the new mount finds its cache).
+func checkCacheFree(cacheDir string, wait time.Duration) error {
+	pid, holderMnt, ok := cacheHolder(cacheDir)
+	if !ok || pid == os.Getpid() {
 		return nil
 	}
-	return fmt.Errorf("--cache-dir %s is in use by the mount of %s at %s (pid %d); each mount needs its own cache dir", cacheDir, s.Source, s.Mountpoint, s.PID)
+	s, _ := readSession(cacheDir)
+	if holderMnt == "" || isMountpoint(holderMnt) {
+		what := "pid " + strconv.Itoa(pid)
+		if holderMnt != "" {
+			what = fmt.Sprintf("the mount at %s (pid %d)", holderMnt, pid)
+		}
+		return fmt.Errorf("--cache-dir %s is in use by %s; each mount needs its own cache dir", cacheDir, what)
+	}
+	fmt.Fprintf(os.Stderr, "strata: a previous Strata mount of %s (pid %d, unmounted from %s) is finishing %d uploads; waiting for it to exit (Ctrl-C stops waiting; its uploads go on)\n",
+		cmp.Or(s.Source, cacheDir), pid, holderMnt, s.PendingUploads)
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if cache.LockHolder(cacheDir) == "" {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("a previous Strata mount (pid %d) is still finishing %d uploads with --cache-dir %s; wait for it (see its log) or mount with another --cache-dir", pid, s.PendingUploads, cacheDir)
+}
+
+// recoverDeadMount detaches a dead Strata mount at mnt (its daemon is
+// gone: the kernel answers ENOTCONN). Nothing can be lost: no process
+// serves it, and a lazy detach only removes the stale entry.
+//
+// statfs, not stat: the kernel answers stat of the root from its attribute
+// cache for up to the mount's TTL (the "busy for 60 s" after a kill -9),
+// while statfs always asks the daemon. A live daemon that does not answer
+// within seconds is left alone (checkMountpoint then says busy).
+func recoverDeadMount(mnt string) {
+	e, err := findMount(mnt)
+	if err != nil || e.fstype != "fuse.strata" {
+		return
+	}
+	res := make(chan error, 1)
+	go func() {
+		var st unix.Statfs_t
+		res <- unix.Statfs(mnt, &st)
+	}()
+	select {
+	case err := <-res:
+		if !errors.Is(err, unix.ENOTCONN) {
+			return
+		}
+	case <-time.After(5 * time.Second):
+		return
+	}
+	if err := unix.Unmount(e.mountpoint, unix.MNT_DETACH); err == nil {
+		fmt.Fprintf(os.Stderr, "strata: the previous mount at %s had died (transport endpoint is not connected); detached it\n", mnt)
+	}
 }
