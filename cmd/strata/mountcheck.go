@@ -157,7 +157,9 @@ func checkCacheFree(cacheDir string, wait time.Duration) error {
 		return nil
 	}
 	s, _ := readSession(cacheDir)
-	if holderMnt == "" || isMountpoint(holderMnt) {
+	// A holder without a mountpoint (warm, cache verify), with one still
+	// mounted, or serving a /dev/fd mount (the Kubernetes sidecar) is live.
+	if holderMnt == "" || strings.HasPrefix(holderMnt, "/dev/fd/") || isMountpoint(holderMnt) {
 		what := "pid " + strconv.Itoa(pid)
 		if holderMnt != "" {
 			what = fmt.Sprintf("the mount at %s (pid %d)", holderMnt, pid)
