@@ -117,21 +117,37 @@ func TestBadInput(t *testing.T) {
 		{name: "bad flag value", source: good, args: []string{"--block-size", "3MiB"}, want: "power of two"},
 		{name: "bad ttl", source: good, args: []string{"--metadata-ttl", "soon"}, want: "metadata TTL"},
 		{name: "unknown flag", source: good, args: []string{"--no-such-flag"}, want: "unknown flag"},
+		// A cache dir the mount would serve itself hangs kernel and daemon
+		// (the new binary refuses it before mounting; never run it without).
+		{name: "cache dir is the mountpoint", source: good, args: []string{"--cache-dir", "@MNT"}, want: "is the mountpoint itself"},
+		{name: "cache dir inside the mountpoint", source: good, args: []string{"--cache-dir", "@MNT/cache"}, want: "inside the mountpoint"},
+		{name: "cache dir a symlink to the mountpoint", source: good, args: []string{"--cache-dir", "@LINK/cache"}, want: "inside the mountpoint"},
+		{name: "cache dir on another strata mount", source: good, args: []string{"--cache-dir", "@BUSY/cache"}, want: "another Strata mount"},
+		{name: "mountpoint not empty", source: good, mnt: "@NONEMPTY", want: "not empty"},
+		{name: "unreachable endpoint names the offline mode", source: good, args: []string{"--endpoint-url", "http://127.0.0.1:1"}, want: "--metadata-ttl indefinite"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			mnt := tc.mnt
-			if mnt == "" {
+			if mnt == "" || mnt == "@NONEMPTY" {
 				mnt = t.TempDir()
 			}
+			if tc.mnt == "@NONEMPTY" {
+				os.WriteFile(filepath.Join(mnt, "hidden"), nil, 0o644)
+			}
+			link := filepath.Join(t.TempDir(), "link")
+			os.Symlink(mnt, link)
 			args := append([]string{"mount", tc.source, mnt, "--cache-dir", t.TempDir()}, srv.flags()...)
-			args = append(args, tc.args...)
+			for _, a := range tc.args {
+				a = strings.NewReplacer("@MNT", mnt, "@LINK", link, "@BUSY", busy.dir).Replace(a)
+				args = append(args, a)
+			}
 			cmd := exec.Command(bin, args...)
 			cmd.Env = append(append(os.Environ(), srv.env()...), tc.env...)
 			out, err := cmd.CombinedOutput()
 			msg := strings.TrimSpace(string(out))
 			if err == nil {
-				exec.Command("umount", mnt).Run()
+				unmountAndWait(t, mnt, "") // before its cache dir is removed under it
 				t.Fatalf("mount succeeded; output %q", msg)
 			}
 			if !strings.Contains(strings.ToLower(msg), strings.ToLower(tc.want)) {

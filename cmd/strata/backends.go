@@ -27,16 +27,28 @@ func openBackend(ctx context.Context, src config.Source, cfg *config.Config) (ba
 		o.MaxAttempts = 5
 		o.MaxBackoff = 2 * time.Second
 		o.MaxConns = max(o.MaxConns, 2*cfg.MaxFetches)
-		return s3.New(ctx, src.Bucket, o)
+		be, err := s3.New(ctx, src.Bucket, o)
+		if err != nil {
+			return nil, err // never a typed nil: close() would call Close on it
+		}
+		return be, nil
 	case "gs":
 		o := gcs.DefaultOptions()
 		o.Endpoint = cfg.EndpointURL
 		o.KeyFile = cfg.KeyFile
 		o.Anonymous = cfg.Anonymous
 		o.MaxAttempts = 5
-		return gcs.New(ctx, src.Bucket, o)
+		be, err := gcs.New(ctx, src.Bucket, o)
+		if err != nil {
+			return nil, err
+		}
+		return be, nil
 	case "file":
-		return local.New(src.Path, local.DefaultOptions())
+		be, err := local.New(src.Path, local.DefaultOptions())
+		if err != nil {
+			return nil, err
+		}
+		return be, nil
 	}
 	return nil, fmt.Errorf("unknown scheme %q", src.Scheme)
 }

@@ -21,11 +21,20 @@ func newLogger(w io.Writer, level, format string) *slog.Logger {
 	case "error":
 		lv = slog.LevelError
 	}
-	opts := &slog.HandlerOptions{Level: lv}
+	opts := &slog.HandlerOptions{Level: lv, ReplaceAttr: humanDurations}
 	if format == "json" || (format == "auto" && !isTerminal(w)) {
 		return slog.New(slog.NewJSONHandler(w, opts))
 	}
 	return slog.New(slog.NewTextHandler(w, opts))
+}
+
+// humanDurations prints durations as "1.5s", not as nanoseconds (what
+// the JSON handler writes for a time.Duration otherwise).
+func humanDurations(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		return slog.String(a.Key, a.Value.Duration().String())
+	}
+	return a
 }
 
 func isTerminal(w io.Writer) bool {

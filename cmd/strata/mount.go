@@ -19,6 +19,7 @@ import (
 
 func mountCmd() *cobra.Command {
 	cfg := config.Defaults()
+	var allowNonempty bool
 	cmd := &cobra.Command{
 		Use:   "mount [flags] SOURCE MOUNTPOINT",
 		Short: "Mount a bucket or directory",
@@ -30,10 +31,13 @@ the background (--foreground stays attached). Unmount with: umount MOUNTPOINT`,
   strata mount gs://bucket/train ~/data --metadata-ttl indefinite`,
 		Args: cobra.ExactArgs(2),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			return runMount(&cfg, args[0], args[1])
+			return runMount(&cfg, args[0], args[1], allowNonempty)
 		},
 	}
 	bindMountFlags(cmd.Flags(), &cfg)
+	// Only on mount (not warm or the config file): it is about the
+	// mountpoint, not the cache. mount.strata maps -o nonempty to it.
+	cmd.Flags().BoolVar(&allowNonempty, "allow-nonempty", false, "mount over a directory that is not empty (its files are hidden while mounted)")
 	return cmd
 }
 
@@ -59,20 +63,32 @@ func prepare(cfg *config.Config, source, mountpoint string) (config.Source, stri
 	if cfg.CacheDir, err = filepath.Abs(cfg.CacheDir); err != nil {
 		return src, "", err
 	}
+	if err := checkCacheDir(cfg.CacheDir, mnt); err != nil {
+		return src, "", err
+	}
 	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
 		return src, "", fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
 	}
 	return src, mnt, nil
 }
 
-func runMount(cfg *config.Config, source, mountpoint string) error {
+func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool) error {
 	src, mnt, err := prepare(cfg, source, mountpoint)
 	if err != nil {
 		return err
 	}
-	if !cfg.Foreground {
-		if err := checkMountpoint(mnt); err != nil {
+	recoverDeadMount(mnt)
+	if err := checkMountpoint(mnt); err != nil {
+		return err
+	}
+	if !allowNonempty {
+		if err := checkEmpty(mnt); err != nil {
 			return err
+		}
+	}
+	if !cfg.Foreground {
+		if err := checkCacheFree(cfg.CacheDir, 5*time.Minute); err != nil {
+			return err // before opening the log: it may be the other mount's
 		}
 		logFile := cfg.LogFile
 		if logFile == "" {

@@ -121,6 +121,9 @@ func optionFlags(opts string) ([]string, error) {
 		case o == "ro":
 			out = append(out, "--read-only")
 			continue
+		case o == "nonempty" || o == "allow_nonempty" || o == "allow-nonempty":
+			out = append(out, "--allow-nonempty") // a mount flag only (mount.go)
+			continue
 		}
 		flag := strings.ReplaceAll(name, "_", "-")
 		f := known.Lookup(flag)

@@ -35,6 +35,11 @@ func TestHelperArgs(t *testing.T) {
 			want:     []string{"mount.strata", "mount", "s3://b", "/mnt/b"},
 			wantFake: true,
 		},
+		{
+			name: "nonempty",
+			argv: []string{"mount.strata", "s3://b", "/mnt/b", "-o", "nonempty,ro"},
+			want: []string{"mount.strata", "mount", "s3://b", "/mnt/b", "--allow-nonempty", "--read-only"},
+		},
 		{name: "unknown option", argv: []string{"mount.strata", "s3://b", "/m", "-o", "cache_dri=/x"}, wantErr: `unknown option "cache_dri"`},
 		{name: "value missing", argv: []string{"mount.strata", "s3://b", "/m", "-o", "cache_size"}, wantErr: "needs a value"},
 		{name: "missing mountpoint", argv: []string{"mount.strata", "s3://b"}, wantErr: "usage"},

@@ -205,7 +205,7 @@ func describeBackendErr(src config.Source, err error) error {
 	case errors.Is(err, backend.ErrAccessDenied):
 		return fmt.Errorf("%s: access denied; check the credentials (AWS_* env, --profile, --key-file): %w", src, err)
 	case errors.Is(err, backend.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
-		return fmt.Errorf("%s: cannot reach the endpoint (check --endpoint-url and the network): %w", src, err)
+		return fmt.Errorf("%s: cannot reach the endpoint (check --endpoint-url and the network; to serve what the cache holds while offline, mount with --metadata-ttl indefinite): %w", src, err)
 	}
 	return fmt.Errorf("%s: %w", src, err)
 }

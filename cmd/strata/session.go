@@ -35,6 +35,10 @@ type Session struct {
 	EvictedBytes int64     `json:"evicted_bytes"`
 	CorruptBlks  int64     `json:"corrupt_blocks"`
 	MemoryPeak   int64     `json:"memory_peak_bytes"`
+	// PendingUploads is what the mount still has to upload; the last
+	// write (at unmount, before the drain) is what a new mount of the same
+	// cache dir reports while it waits for this one to finish.
+	PendingUploads int `json:"pending_uploads"`
 }
 
 type sessionWriter struct {
@@ -81,8 +85,13 @@ func (w *sessionWriter) snapshot(running bool) Session {
 		fetched += fst.FetchedBytes[p].Load()
 		fetches += fst.Fetches[p].Load()
 	}
+	pending := 0
+	if s.wb != nil {
+		pending = s.wb.Summary().Pending
+	}
 	return Session{
-		PID: os.Getpid(), Source: s.src.String(), Mountpoint: s.mnt, Started: w.started, Updated: time.Now(),
+		PendingUploads: pending,
+		PID:            os.Getpid(), Source: s.src.String(), Mountpoint: s.mnt, Started: w.started, Updated: time.Now(),
 		Running: running, Passthrough: s.mounted.Passthrough, UsedBytes: s.store.Used(), LimitBytes: s.store.Limit(),
 		HitBytes: fst.HitBytes.Load(), MissBytes: fst.MissBytes.Load(), HitOps: fst.HitOps.Load(), MissOps: fst.MissOps.Load(),
 		FetchedBytes: fetched, Fetches: fetches, FetchErrors: fst.FetchErrors.Load(),

@@ -1,0 +1,210 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/cache"
+)
+
+// Checks of where a mount goes that must happen before anything touches
+// the directories: a cache dir the mount itself (or another FUSE mount)
+// serves makes the daemon read its own cache through the kernel, and the
+// kernel then waits on the daemon forever (threads in D state).
+
+// mountEntry is one line of /proc/self/mountinfo.
+type mountEntry struct {
+	dev        string // major:minor
+	mountpoint string
+	fstype     string
+	source     string
+}
+
+func readMountinfo() []mountEntry {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return nil
+	}
+	var out []mountEntry
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		e := mountEntry{dev: f[2], mountpoint: unescapeMountinfo(f[4])}
+		for i := 5; i < len(f); i++ {
+			if f[i] == "-" && i+2 < len(f) {
+				e.fstype, e.source = f[i+1], unescapeMountinfo(f[i+2])
+				break
+			}
+		}
+		out = append(out, e)
+	}
+	return out
+}
+
+// mountOf returns the mount holding path p (the last, i.e. topmost, mount
+// whose mountpoint is p or an ancestor of it).
+func mountOf(p string) (mountEntry, bool) {
+	var best mountEntry
+	found := false
+	for _, e := range readMountinfo() {
+		if within(p, e.mountpoint) && (!found || len(e.mountpoint) >= len(best.mountpoint)) {
+			best, found = e, true
+		}
+	}
+	return best, found
+}
+
+// within reports whether p is dir or lies under it.
+func within(p, dir string) bool {
+	return p == dir || dir == "/" || strings.HasPrefix(p, strings.TrimSuffix(dir, "/")+"/")
+}
+
+// resolvePath resolves the symlinks of p's longest existing ancestor, so a
+// cache dir not created yet still resolves the way it will. It does not
+// stat p itself when an ancestor is a dead FUSE mount (that fails fast
+// with ENOTCONN) but it would block on a hung one; the checks run before
+// anything is mounted by this process.
+func resolvePath(p string) string {
+	rest := ""
+	for cur := p; ; cur = filepath.Dir(cur) {
+		if r, err := filepath.EvalSymlinks(cur); err == nil {
+			return filepath.Join(r, rest)
+		}
+		if cur == "/" || cur == "." {
+			return p
+		}
+		rest = filepath.Join(filepath.Base(cur), rest)
+	}
+}
+
+// checkCacheDir refuses a cache dir the mount would serve itself, and one
+// on a FUSE filesystem (another Strata mount, or any FUSE daemon): the
+// cache needs a local disk, and a cache read through FUSE can deadlock.
+func checkCacheDir(cacheDir, mnt string) error {
+	if strings.HasPrefix(mnt, "/dev/fd/") {
+		mnt = ""
+	}
+	c := resolvePath(cacheDir)
+	if mnt != "" && within(c, mnt) {
+		if c == mnt {
+			return fmt.Errorf("--cache-dir %s is the mountpoint itself: the mount would read its own cache and hang; choose a directory outside %s", cacheDir, mnt)
+		}
+		return fmt.Errorf("--cache-dir %s is inside the mountpoint %s: the mount would hide and read its own cache; choose a directory outside it", cacheDir, mnt)
+	}
+	if e, ok := mountOf(c); ok && isFUSE(e.fstype) {
+		what := "a FUSE filesystem (" + e.fstype + ")"
+		if e.fstype == "fuse.strata" {
+			what = "another Strata mount (" + e.source + ")"
+		}
+		return fmt.Errorf("--cache-dir %s lies on %s mounted at %s: a cache must be on a local disk; choose a directory outside it", cacheDir, what, e.mountpoint)
+	}
+	return nil
+}
+
+// checkEmpty refuses to mount over a directory that has entries, as
+// mount(8) users expect: they would be hidden while mounted.
+func checkEmpty(mnt string) error {
+	if strings.HasPrefix(mnt, "/dev/fd/") {
+		return nil
+	}
+	d, err := os.Open(mnt)
+	if err != nil {
+		return fmt.Errorf("mountpoint %s: %w", mnt, err)
+	}
+	defer d.Close()
+	if _, err := d.Readdirnames(1); err == nil {
+		return fmt.Errorf("mountpoint %s is not empty (its files would be hidden while mounted); use an empty directory or --allow-nonempty (-o nonempty)", mnt)
+	} else if !errors.Is(err, io.EOF) {
+		return fmt.Errorf("mountpoint %s: %w", mnt, err)
+	}
+	return nil
+}
+
+// cacheHolder parses the cache lock's "pid N (mount /mnt/x)".
+func cacheHolder(cacheDir string) (pid int, mnt string, ok bool) {
+	h := cache.LockHolder(cacheDir)
+	if h == "" {
+		return 0, "", false
+	}
+	if _, err := fmt.Sscanf(h, "pid %d", &pid); err != nil || pid <= 0 {
+		return 0, "", false
+	}
+	if _, rest, found := strings.Cut(h, "(mount "); found {
+		mnt = strings.TrimSuffix(rest, ")")
+	}
+	return pid, mnt, true
+}
+
+// checkCacheFree runs before the new mount opens its log (which, in the
+// cache dir, is the holder's log too). A cache dir held by a live mount is
+// refused. One held by a mount that is already unmounted is a previous
+// mount finishing its uploads: say so and wait for it to exit (waiting is
+// always safe: its uploads complete and the new mount finds its cache).
+func checkCacheFree(cacheDir string, wait time.Duration) error {
+	pid, holderMnt, ok := cacheHolder(cacheDir)
+	if !ok || pid == os.Getpid() {
+		return nil
+	}
+	s, _ := readSession(cacheDir)
+	// A holder without a mountpoint (warm, cache verify), with one still
+	// mounted, or serving a /dev/fd mount (the Kubernetes sidecar) is live.
+	if holderMnt == "" || strings.HasPrefix(holderMnt, "/dev/fd/") || isMountpoint(holderMnt) {
+		what := "pid " + strconv.Itoa(pid)
+		if holderMnt != "" {
+			what = fmt.Sprintf("the mount at %s (pid %d)", holderMnt, pid)
+		}
+		return fmt.Errorf("--cache-dir %s is in use by %s; each mount needs its own cache dir", cacheDir, what)
+	}
+	fmt.Fprintf(os.Stderr, "strata: a previous Strata mount of %s (pid %d, unmounted from %s) is finishing %d uploads; waiting for it to exit (Ctrl-C stops waiting; its uploads go on)\n",
+		cmp.Or(s.Source, cacheDir), pid, holderMnt, s.PendingUploads)
+	deadline := time.Now().Add(wait)
+	for time.Now().Before(deadline) {
+		if cache.LockHolder(cacheDir) == "" {
+			return nil
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	return fmt.Errorf("a previous Strata mount (pid %d) is still finishing %d uploads with --cache-dir %s; wait for it (see its log) or mount with another --cache-dir", pid, s.PendingUploads, cacheDir)
+}
+
+// recoverDeadMount detaches a dead Strata mount at mnt (its daemon is
+// gone: the kernel answers ENOTCONN). Nothing can be lost: no process
+// serves it, and a lazy detach only removes the stale entry.
+//
+// statfs, not stat: the kernel answers stat of the root from its attribute
+// cache for up to the mount's TTL (the "busy for 60 s" after a kill -9),
+// while statfs always asks the daemon. A live daemon that does not answer
+// within seconds is left alone (checkMountpoint then says busy).
+func recoverDeadMount(mnt string) {
+	e, err := findMount(mnt)
+	if err != nil || e.fstype != "fuse.strata" {
+		return
+	}
+	res := make(chan error, 1)
+	go func() {
+		var st unix.Statfs_t
+		res <- unix.Statfs(mnt, &st)
+	}()
+	select {
+	case err := <-res:
+		if !errors.Is(err, unix.ENOTCONN) {
+			return
+		}
+	case <-time.After(5 * time.Second):
+		return
+	}
+	if err := unix.Unmount(e.mountpoint, unix.MNT_DETACH); err == nil {
+		fmt.Fprintf(os.Stderr, "strata: the previous mount at %s had died (transport endpoint is not connected); detached it\n", mnt)
+	}
+}

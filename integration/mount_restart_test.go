@@ -1,0 +1,102 @@
+package integration
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratafs/strata/internal/testserver"
+)
+
+// TestRemountAfterKill9: after kill -9 of a daemon its mountpoint is a
+// dead FUSE mount (ENOTCONN). Mounting there again detaches it, says so,
+// and mounts; it used to refuse ("busy" / "run umount").
+func TestRemountAfterKill9(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	put(t, srv.writer(t, bucket), map[string][]byte{"f": []byte("data")})
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	if err := syscall.Kill(m.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 1500 && syscall.Kill(m.pid, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	m.pid = 0
+	cmd := exec.Command(testserver.Binary(t, "strata"), m.args...)
+	cmd.Env = m.env
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		exec.Command("umount", "-l", m.dir).Run()
+		t.Fatalf("mount after kill -9: %v\n%s", err, out)
+	}
+	defer unmountAndWait(t, m.dir, m.cacheDir)
+	if !strings.Contains(string(out), "had died") {
+		t.Errorf("the mount did not say it detached the dead one: %q", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.dir, "f")); err != nil || string(b) != "data" {
+		t.Fatalf("read after remount: %q %v", b, err)
+	}
+}
+
+// TestRemountWhileDraining: unmounting with uploads pending leaves the old
+// daemon running (holding the cache dir) until they are done. Mounting the
+// same source and cache dir at once says a previous mount is finishing N
+// uploads and waits for it, instead of failing with "directory in use".
+func TestRemountWhileDraining(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", "async")
+	f, err := os.Create(filepath.Join(m.dir, "new")) // the lookup needs the bucket
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv.stop(t) // the upload fails and is retried: the drain at unmount waits
+	if _, err := f.Write([]byte("x")); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	oldPID := m.pid
+	if err := exec.Command("umount", m.dir).Run(); err != nil {
+		t.Fatalf("umount: %v", err)
+	}
+	m.pid = 0
+	defer syscall.Kill(oldPID, syscall.SIGKILL)
+	if syscall.Kill(oldPID, 0) != nil {
+		t.Fatal("the old daemon exited at once; nothing to drain")
+	}
+
+	cmd := exec.Command(testserver.Binary(t, "strata"), m.args...)
+	cmd.Env = m.env
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stderr).ReadString('\n')
+	if !strings.Contains(line, "a previous Strata mount") || !strings.Contains(line, "finishing 1 uploads") {
+		cmd.Process.Kill()
+		cmd.Wait()
+		t.Fatalf("first line of the new mount: %q", line)
+	}
+	// The user's second signal to the old daemon stops its drain (what is
+	// left stays journaled for the next mount); the new mount proceeds.
+	srv.restart(t)
+	syscall.Kill(oldPID, syscall.SIGTERM)
+	rest, _ := bufio.NewReader(stderr).ReadString(0)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the waiting mount failed: %v %s", err, rest)
+	}
+	defer unmountAndWait(t, m.dir, m.cacheDir)
+	if _, err := os.Stat(filepath.Join(m.dir, "new")); err != nil {
+		t.Errorf("the file written before the remount: %v", err)
+	}
+}

@@ -1,0 +1,118 @@
+package integration
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stratafs/strata/internal/testserver"
+)
+
+// TestUmountForce: a mount whose daemon stops answering (SIGSTOP here; a
+// deadlock or a cache dir it serves itself in the field) holds every
+// process that touches it. `strata umount --force` aborts the FUSE
+// connection, which frees them (ENOTCONN), and detaches the mount, so the
+// mountpoint takes a new mount without a reboot.
+func TestUmountForce(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	put(t, srv.writer(t, bucket), map[string][]byte{"f": []byte("data")})
+	bin := testserver.Binary(t, "strata")
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	if m.pid == 0 {
+		t.Fatal("no daemon pid in session.json")
+	}
+	pid := m.pid
+	defer func() { syscall.Kill(pid, syscall.SIGCONT) }()
+	if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	// A reader that gets stuck on the hung mount (never touched from this
+	// process: a stat here would hang the test).
+	stuck := exec.Command("cat", filepath.Join(m.dir, "f"))
+	if err := stuck.Start(); err != nil {
+		t.Fatal(err)
+	}
+	stuckDone := make(chan error, 1)
+	go func() { stuckDone <- stuck.Wait() }()
+	select {
+	case err := <-stuckDone:
+		t.Fatalf("cat finished on a mount whose daemon is stopped: %v", err)
+	case <-time.After(500 * time.Millisecond):
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, bin, "umount", "--force", m.dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("strata umount --force: %v\n%s", err, out)
+	}
+	select {
+	case <-stuckDone: // freed: it fails with ENOTCONN
+	case <-time.After(time.Minute):
+		stuck.Process.Kill()
+		t.Fatal("the reader stuck on the mount was not freed by umount --force")
+	}
+	if isMounted(m.dir) {
+		t.Fatal("still mounted after umount --force")
+	}
+	if _, err := os.ReadDir(m.dir); err != nil {
+		t.Fatalf("mountpoint unusable after umount --force: %v", err)
+	}
+	// The daemon, resumed, finds its connection gone and exits.
+	syscall.Kill(pid, syscall.SIGCONT)
+	for i := 0; i < 1500 && syscall.Kill(pid, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if syscall.Kill(pid, 0) == nil {
+		syscall.Kill(pid, syscall.SIGKILL)
+		t.Errorf("the daemon did not exit 30s after its connection was aborted")
+	}
+	m.pid = 0
+
+	// The same mountpoint takes a new mount.
+	args := append([]string{"mount", srv.source(bucket, ""), m.dir, "--cache-dir", t.TempDir()}, srv.flags()...)
+	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), srv.env()...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("remount after umount --force: %v\n%s", err, out)
+	}
+	defer unmountAndWait(t, m.dir, "")
+	if b, err := os.ReadFile(filepath.Join(m.dir, "f")); err != nil || string(b) != "data" {
+		t.Fatalf("read after remount: %q %v", b, err)
+	}
+	// Plain `strata umount` unmounts a healthy mount.
+	if out, err := exec.Command(bin, "umount", m.dir).CombinedOutput(); err != nil {
+		t.Fatalf("strata umount: %v\n%s", err, out)
+	}
+	if isMounted(m.dir) {
+		t.Fatal("still mounted after strata umount")
+	}
+}
+
+// TestFailedMountLeavesOtherLogAlone: a second mount of a cache dir in use
+// is refused, and does not write its failure into the first mount's log.
+func TestFailedMountLeavesOtherLogAlone(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	first := startMount(t, srv, srv.source(bucket, ""), "", "--log-format", "json")
+	before, _ := os.ReadFile(filepath.Join(first.cacheDir, "strata.log"))
+	_, out, err := tryMount(t, srv, srv.source(bucket, ""), first.cacheDir, "--log-format", "json")
+	if err == nil {
+		t.Fatal("a second mount of a cache dir in use succeeded")
+	}
+	if !strings.Contains(out, "in use") {
+		t.Errorf("error %q does not say the cache dir is in use", out)
+	}
+	after, _ := os.ReadFile(filepath.Join(first.cacheDir, "strata.log"))
+	if added := strings.TrimPrefix(string(after), string(before)); strings.Contains(added, "in use") || strings.Contains(added, "error") {
+		t.Errorf("the failed mount wrote into the other mount's log:\n%s", added)
+	}
+}
