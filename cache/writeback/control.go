@@ -8,13 +8,15 @@ import (
 )
 
 // Cancel forgets every pending upload of key (the file was deleted before
-// it reached the bucket).
+// it reached the bucket), and its kept copy of a write never uploaded.
 func (m *Manager) Cancel(key string) {
 	m.mu.Lock()
 	for _, j := range append([]*Job(nil), m.byKey[key]...) {
 		m.dropOrCancelLocked(j, errCancelled)
 	}
+	kept := m.forgetKeptLocked(key)
 	m.mu.Unlock()
+	kept.remove()
 	m.kick()
 }
 
@@ -130,6 +132,7 @@ func (m *Manager) Summary() Summary {
 			}
 		}
 	}
+	s.Failed = append(s.Failed, m.keptFailuresLocked()...)
 	sort.Slice(s.Failed, func(a, b int) bool { return s.Failed[a].Key < s.Failed[b].Key })
 	return s
 }

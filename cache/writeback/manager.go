@@ -72,7 +72,8 @@ type Manager struct {
 
 	mu      sync.Mutex // guards jobs, byKey, running, closed
 	jobs    map[uint64]*Job
-	byKey   map[string][]*Job // in commit order
+	byKey   map[string][]*Job     // in commit order
+	kept    map[string]*keptWrite // writes set aside, not uploaded, by key
 	running int
 	closed  bool
 }
@@ -94,13 +95,14 @@ func New(store *cache.Store, be backend.Backend, opts Options, hooks Hooks) (*Ma
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, hooks: hooks, log: opts.Logger,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[uint64]*Job{}, byKey: map[string][]*Job{},
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[uint64]*Job{}, byKey: map[string][]*Job{}, kept: map[string]*keptWrite{},
 	}
 	m.del, _ = be.(backend.Deleter)
 	if err := m.restore(); err != nil {
 		cancel()
 		return nil, err
 	}
+	m.loadKept()
 	m.wg.Add(1)
 	go m.dispatch()
 	return m, nil
@@ -187,7 +189,9 @@ func (m *Manager) Commit(ctx context.Context, key string, st *Staging, base stri
 	m.jobs[seq] = j
 	m.byKey[key] = append(m.byKey[key], j)
 	m.supersedeLocked(key)
+	kept := m.forgetKeptLocked(key) // written again whole
 	m.mu.Unlock()
+	kept.remove()
 	m.kick()
 	if m.opts.Mode == Async {
 		return j, nil
