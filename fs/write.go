@@ -301,7 +301,9 @@ func (n *fileNode) commit(ctx context.Context) error {
 	n.base = "" // later commits follow this one
 	n.mu.Unlock()
 	n.sessMu.Unlock()
-	_, err = f.wb.Commit(ctx, key, st, base, mtime)
+	// Held (async mode) until the file's last close or an fsync: see
+	// release and sync.
+	_, err = f.wb.CommitHeld(ctx, key, st, base, mtime)
 	if err != nil {
 		f.log.Warn("fs: upload failed; the data is kept and retried", "key", key, "err", err)
 	}
@@ -386,7 +388,9 @@ func (n *fileNode) sync(ctx context.Context) error {
 	if err := n.commit(ctx); err != nil {
 		return err
 	}
-	return n.fsys.wb.WaitKey(ctx, n.key.get())
+	key := n.key.get()
+	n.fsys.wb.Unhold(key)
+	return n.fsys.wb.WaitKey(ctx, key)
 }
 
 // release drops a handle's share of the node.
@@ -405,10 +409,18 @@ func (n *fileNode) release(h *fileHandle) {
 	// close, truncated by open(O_TRUNC) and closed without a write, or
 	// written by a process other than the ones that closed it. The file
 	// as it stands is what its writers left: publish it now.
-	late := n.writers == 0 && n.dirty
+	last := h.writable && n.writers == 0
+	late := last && n.dirty
 	n.mu.Unlock()
-	if late {
-		go n.commit(context.Background())
+	// The last close of a written file: its held upload may start.
+	switch wb := n.fsys.wb; {
+	case late:
+		go func() {
+			n.commit(context.Background())
+			wb.Unhold(n.key.get())
+		}()
+	case last:
+		wb.Unhold(n.key.get())
 	}
 }
 
@@ -473,8 +485,10 @@ func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 	if terr != nil {
 		return terr
 	}
-	if writers == 0 {
-		return n.commit(ctx)
+	if writers == 0 { // a path truncate: nobody else will close the file
+		err := n.commit(ctx)
+		n.fsys.wb.Unhold(n.key.get())
+		return err
 	}
 	return nil
 }

@@ -375,3 +375,51 @@ func TestWriteKilledWriter(t *testing.T) {
 		})
 	}
 }
+
+// TestWriteAsyncUploadsAtLastClose: with --upload async nothing goes up at
+// a close while the file is still open elsewhere: a dup'd descriptor
+// closed halfway through publishes no prefix. The upload starts at the
+// last close, or at fsync.
+func TestWriteAsyncUploadsAtLastClose(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", "async")
+	part1, part2 := randData(80, 3<<20), randData(81, 2<<20)
+	whole := append(append([]byte(nil), part1...), part2...)
+	g := guardBucket(t, w, "half.bin", "", sha(whole))
+	f, err := os.Create(filepath.Join(m.dir, "half.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(part1)
+	dup, _ := syscall.Dup(int(f.Fd()))
+	if err := syscall.Close(dup); err != nil {
+		t.Fatalf("close of the dup: %v", err)
+	}
+	time.Sleep(500 * time.Millisecond) // an upload started now would land
+	f.Write(part2)
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	runSync(t, m)
+	if got, _, err := bucketSHA(t, w, "half.bin"); err != nil || got != sha(whole) {
+		t.Fatalf("after the last close: %v", err)
+	}
+	g.check()
+
+	// fsync publishes while the file is open.
+	f, err = os.Create(filepath.Join(m.dir, "synced.bin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	f.Write(part1)
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, err := bucketSHA(t, w, "synced.bin"); err != nil || got != sha(part1) {
+		t.Fatalf("after fsync: %v", err)
+	}
+}

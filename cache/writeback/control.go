@@ -96,12 +96,15 @@ type Summary struct {
 }
 
 // WaitAll waits for every upload committed so far to be complete or
-// failed for good, then summarises.
+// failed for good, then summarises. Uploads held for a file still open
+// are not waited for (they count as pending).
 func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 	m.mu.Lock()
 	var js []*Job
 	for _, j := range m.jobs {
-		js = append(js, j)
+		if !j.held {
+			js = append(js, j)
+		}
 	}
 	m.mu.Unlock()
 	for _, j := range js {

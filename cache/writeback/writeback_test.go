@@ -272,3 +272,29 @@ func TestKeepSetsAsideAndReports(t *testing.T) {
 		t.Fatalf("kept copy left after a new write: %v", err)
 	}
 }
+
+func TestHeldUploadWaitsForUnhold(t *testing.T) {
+	b := newBucket()
+	e := newEnv(t, Async, b, "")
+	ctx := context.Background()
+	if _, err := e.m.CommitHeld(ctx, "k", e.stage(t, []byte("prefix")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.WaitAll(ctx); err != nil { // held: not waited for
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if b.puts.Load() != 0 {
+		t.Fatal("a held upload started")
+	}
+	if _, err := e.m.CommitHeld(ctx, "k", e.stage(t, []byte("whole file")), "", 2); err != nil {
+		t.Fatal(err)
+	}
+	e.m.Unhold("k")
+	if err := e.m.WaitKey(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.get("k"); string(got) != "whole file" || b.puts.Load() != 1 {
+		t.Fatalf("bucket %q after %d puts", got, b.puts.Load())
+	}
+}
