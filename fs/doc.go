@@ -17,5 +17,11 @@
 // choice is made per inode: while any passthrough handle is open every
 // open is passthrough, and while any userspace handle is open none is.
 //
+// Write path: a written file's content is a session (a staging file in
+// cache/writeback) shared by all its write handles. A close publishes it
+// only when the closing process wrote to it since the last upload and is
+// not dying of a signal (owner.go says how processes are told apart); a
+// session with a failed write is never uploaded and is kept aside.
+//
 // Lock order: fileNode.mu only (held for bookkeeping, never across I/O).
 package fs

@@ -46,6 +46,11 @@ type fileNode struct {
 	// session with a failed write is abandoned at close, back to pre.
 	pre      meta.Entry
 	writeErr error
+	// wrote holds the processes that wrote to sess since it was last
+	// committed: only their close publishes it (see owner.go). tids
+	// caches which process each writing thread belongs to.
+	wrote map[owner]bool
+	tids  ownerCache
 }
 
 var (
@@ -83,7 +88,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	defer func(start time.Time) { f.observe("open", start, errno) }(time.Now())
 	f.stats.Opens.Add(1)
 	if flags&writeFlags != 0 {
-		return n.openWrite(ctx, flags)
+		return n.openWrite(ctx)
 	}
 	n.mu.Lock()
 	local, e := n.sess != nil || n.entry.Local, n.entry

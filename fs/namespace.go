@@ -38,6 +38,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	n := newFileNode(f, key, e)
 	n.base = backend.VersionAbsent                        // created here: the upload must not replace someone else's
 	n.sess, n.dirty, n.writers, n.usOpen = st, true, 1, 1 // pre stays zero: new
+	// Creating is new data: the creator's close publishes the (maybe
+	// empty) new file, as `touch` expects.
+	n.markWroteLocked(n.ownerOf(callerPid(ctx)))
 	f.trackLocal(n, key, e)
 	f.fileAttr(e, &out.Attr)
 	out.SetEntryTimeout(f.timeout())

@@ -26,7 +26,7 @@ var (
 
 // openWrite opens the file for writing: every write lands in a staging
 // file on the cache disk, uploaded whole when the file is closed.
-func (n *fileNode) openWrite(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
+func (n *fileNode) openWrite(ctx context.Context) (gofs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	if f.wb == nil {
 		return nil, 0, syscall.EROFS
@@ -40,9 +40,11 @@ func (n *fileNode) openWrite(ctx context.Context, flags uint32) (gofs.FileHandle
 		f.log.Warn("fs: open for write refused: the file is open for reading through passthrough", "key", n.key.get())
 		return nil, 0, syscall.EBUSY
 	}
-	if err := n.startSession(ctx, flags&syscall.O_TRUNC != 0); err != nil {
-		return nil, 0, toErrno(err)
-	}
+	// The session starts at the first write or truncation, not here: the
+	// kernel turns open(O_TRUNC) into this open without O_TRUNC and a
+	// SETATTR of size 0 after it (go-fuse does not ask for atomic
+	// O_TRUNC), so staging the current content here would copy, or even
+	// download, a whole checkpoint only to truncate it.
 	n.mu.Lock()
 	n.writers++
 	n.usOpen++
@@ -150,6 +152,7 @@ func (n *fileNode) stageFromBucket(ctx context.Context, e meta.Entry) (*writebac
 func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
 	n, f := h.n, h.n.fsys
 	defer func(start time.Time) { f.observe("write", start, errno) }(time.Now())
+	o := n.ownerOf(callerPid(ctx))
 	for range 2 {
 		n.sessMu.RLock()
 		n.mu.Lock()
@@ -163,6 +166,9 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 			continue
 		}
 		k, err := st.WriteAt(data, off)
+		n.mu.Lock()
+		n.markWroteLocked(o) // a failed write counts: its close reports the error
+		n.mu.Unlock()
 		if err == nil {
 			n.mu.Lock()
 			n.dirty = true
@@ -264,6 +270,7 @@ func (n *fileNode) commit(ctx context.Context) error {
 		return nil
 	}
 	n.sess, n.dirty = nil, false
+	n.wrote, n.tids = nil, nil // a new session starts with no writers
 	if unlinked {
 		n.mu.Unlock()
 		n.sessMu.Unlock()
@@ -271,10 +278,13 @@ func (n *fileNode) commit(ctx context.Context) error {
 		return nil
 	}
 	if werr := n.writeErr; werr != nil {
+		key := n.key.get()
 		n.abandonLocked()
 		n.mu.Unlock()
 		n.sessMu.Unlock()
-		st.Discard()
+		// Never uploaded, never thrown away: the staged bytes are the
+		// only copy of what the writer managed to write.
+		f.wb.Keep(key, st, werr)
 		n.forgetIfNew()
 		return werr
 	}
@@ -291,22 +301,78 @@ func (n *fileNode) commit(ctx context.Context) error {
 	n.base = "" // later commits follow this one
 	n.mu.Unlock()
 	n.sessMu.Unlock()
-	_, err = f.wb.Commit(ctx, key, st, base, mtime)
+	// Held (async mode) until the file's last close or an fsync: see
+	// release and sync.
+	_, err = f.wb.CommitHeld(ctx, key, st, base, mtime)
 	if err != nil {
 		f.log.Warn("fs: upload failed; the data is kept and retried", "key", key, "err", err)
 	}
 	return err
 }
 
+// Flush is a close() of one descriptor of the handle: the writer's last
+// one, a dup of it, or the copy a forked child inherited. Only a close by
+// a process that wrote since the last upload publishes the file (see
+// owner.go); one dying of a signal publishes nothing and its bytes are
+// kept aside.
 func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
 	if !h.writable {
 		return 0
 	}
-	defer func(start time.Time) { h.n.fsys.observe("flush", start, errno) }(time.Now())
+	n := h.n
+	defer func(start time.Time) { n.fsys.observe("flush", start, errno) }(time.Now())
+	tid := callerPid(ctx)
+	o := tgidOf(tid) // fresh, not cached: a thread id can be reused
+	n.mu.Lock()
+	wrote := n.wrote[o]
+	n.mu.Unlock()
+	if !wrote {
+		return 0 // carries no new data: nothing to publish
+	}
 	// Not cancelled by the kernel's INTERRUPT: any signal to the writer
 	// (the Go runtime's own SIGURG preemption included) would make close()
 	// fail with EINTR mid-upload. A killed writer does not wait anyway.
-	return toErrno(h.n.commit(context.WithoutCancel(ctx)))
+	ctx = context.WithoutCancel(ctx)
+	if sig := killedBy(tid); sig != 0 {
+		n.fail(fmt.Errorf("fs: %s: the writer was killed by signal %d before closing the file: %w", n.key.get(), sig, syscall.EIO))
+	}
+	return toErrno(n.commit(ctx))
+}
+
+// fail marks the session as not to be uploaded (its commit keeps it aside).
+func (n *fileNode) fail(err error) {
+	n.mu.Lock()
+	if n.writeErr == nil {
+		n.writeErr = err
+	}
+	n.mu.Unlock()
+}
+
+// markWroteLocked records that process o wrote to the session. Caller
+// holds n.mu.
+func (n *fileNode) markWroteLocked(o owner) {
+	if n.wrote == nil {
+		n.wrote = map[owner]bool{}
+	}
+	n.wrote[o] = true
+}
+
+// ownerOf returns the process of thread tid, cached for the session.
+func (n *fileNode) ownerOf(tid uint32) owner {
+	n.mu.Lock()
+	o, ok := n.tids[tid]
+	n.mu.Unlock()
+	if ok {
+		return o
+	}
+	o = tgidOf(tid)
+	n.mu.Lock()
+	if n.tids == nil {
+		n.tids = ownerCache{}
+	}
+	n.tids[tid] = o
+	n.mu.Unlock()
+	return o
 }
 
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
@@ -322,7 +388,9 @@ func (n *fileNode) sync(ctx context.Context) error {
 	if err := n.commit(ctx); err != nil {
 		return err
 	}
-	return n.fsys.wb.WaitKey(ctx, n.key.get())
+	key := n.key.get()
+	n.fsys.wb.Unhold(key)
+	return n.fsys.wb.WaitKey(ctx, key)
 }
 
 // release drops a handle's share of the node.
@@ -337,10 +405,22 @@ func (n *fileNode) release(h *fileHandle) {
 	if h.writable {
 		n.writers--
 	}
-	late := n.writers == 0 && n.dirty // written through a shared mapping after close
+	// Dirty at the last release: written through a shared mapping after
+	// close, truncated by open(O_TRUNC) and closed without a write, or
+	// written by a process other than the ones that closed it. The file
+	// as it stands is what its writers left: publish it now.
+	last := h.writable && n.writers == 0
+	late := last && n.dirty
 	n.mu.Unlock()
-	if late {
-		go n.commit(context.Background())
+	// The last close of a written file: its held upload may start.
+	switch wb := n.fsys.wb; {
+	case late:
+		go func() {
+			n.commit(context.Background())
+			wb.Unhold(n.key.get())
+		}()
+	case last:
+		wb.Unhold(n.key.get())
 	}
 }
 
@@ -351,7 +431,14 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 		if f.wb == nil {
 			return syscall.EROFS
 		}
-		if err := n.truncate(ctx, int64(size)); err != nil {
+		// ftruncate(fd) is new data of the caller; a truncation without a
+		// handle is not: open(O_TRUNC) arrives as one (go-fuse does not
+		// ask for atomic O_TRUNC), and dd closes that descriptor at once.
+		o := noOwner
+		if fh != nil {
+			o = n.ownerOf(callerPid(ctx))
+		}
+		if err := n.truncate(ctx, int64(size), o); err != nil {
 			return toErrno(err)
 		}
 	}
@@ -370,7 +457,8 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 }
 
 // truncate sets the size; a path truncate (no writer open) commits at once.
-func (n *fileNode) truncate(ctx context.Context, size int64) error {
+// An explicit truncation is new data of the process o that asked for it.
+func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 	if err := n.startSession(ctx, size == 0); err != nil {
 		return err
 	}
@@ -383,6 +471,9 @@ func (n *fileNode) truncate(ctx context.Context, size int64) error {
 		terr = st.Truncate(size)
 	}
 	n.mu.Lock()
+	if o != noOwner {
+		n.markWroteLocked(o)
+	}
 	if terr == nil {
 		n.entry.Size, n.entry.MTime, n.dirty = size, time.Now().UnixNano(), true
 	} else if n.writeErr == nil {
@@ -394,8 +485,10 @@ func (n *fileNode) truncate(ctx context.Context, size int64) error {
 	if terr != nil {
 		return terr
 	}
-	if writers == 0 {
-		return n.commit(ctx)
+	if writers == 0 { // a path truncate: nobody else will close the file
+		err := n.commit(ctx)
+		n.fsys.wb.Unhold(n.key.get())
+		return err
 	}
 	return nil
 }

@@ -8,13 +8,15 @@ import (
 )
 
 // Cancel forgets every pending upload of key (the file was deleted before
-// it reached the bucket).
+// it reached the bucket), and its kept copy of a write never uploaded.
 func (m *Manager) Cancel(key string) {
 	m.mu.Lock()
 	for _, j := range append([]*Job(nil), m.byKey[key]...) {
 		m.dropOrCancelLocked(j, errCancelled)
 	}
+	kept := m.forgetKeptLocked(key)
 	m.mu.Unlock()
+	kept.remove()
 	m.kick()
 }
 
@@ -94,12 +96,15 @@ type Summary struct {
 }
 
 // WaitAll waits for every upload committed so far to be complete or
-// failed for good, then summarises.
+// failed for good, then summarises. Uploads held for a file still open
+// are not waited for (they count as pending).
 func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 	m.mu.Lock()
 	var js []*Job
 	for _, j := range m.jobs {
-		js = append(js, j)
+		if !j.held {
+			js = append(js, j)
+		}
 	}
 	m.mu.Unlock()
 	for _, j := range js {
@@ -130,6 +135,7 @@ func (m *Manager) Summary() Summary {
 			}
 		}
 	}
+	s.Failed = append(s.Failed, m.keptFailuresLocked()...)
 	sort.Slice(s.Failed, func(a, b int) bool { return s.Failed[a].Key < s.Failed[b].Key })
 	return s
 }

@@ -31,6 +31,7 @@ type Job struct {
 	cancel    context.CancelFunc
 	dropped   error // errSuperseded or errCancelled once decided
 	requeue   bool  // renamed while running: start again under the new key
+	held      bool  // committed while the file is still open: waits for Unhold
 	failed    bool  // permanent error; kept until written again or deleted
 	notBefore time.Time
 
@@ -102,7 +103,7 @@ func (m *Manager) dispatch() {
 				continue
 			}
 			j := js[0]
-			if j.running || j.failed || j.dropped != nil {
+			if j.running || j.failed || j.held || j.dropped != nil {
 				continue
 			}
 			if j.notBefore.After(now) {

@@ -72,7 +72,8 @@ type Manager struct {
 
 	mu      sync.Mutex // guards jobs, byKey, running, closed
 	jobs    map[uint64]*Job
-	byKey   map[string][]*Job // in commit order
+	byKey   map[string][]*Job     // in commit order
+	kept    map[string]*keptWrite // writes set aside, not uploaded, by key
 	running int
 	closed  bool
 }
@@ -94,13 +95,14 @@ func New(store *cache.Store, be backend.Backend, opts Options, hooks Hooks) (*Ma
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, hooks: hooks, log: opts.Logger,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[uint64]*Job{}, byKey: map[string][]*Job{},
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[uint64]*Job{}, byKey: map[string][]*Job{}, kept: map[string]*keptWrite{},
 	}
 	m.del, _ = be.(backend.Deleter)
 	if err := m.restore(); err != nil {
 		cancel()
 		return nil, err
 	}
+	m.loadKept()
 	m.wg.Add(1)
 	go m.dispatch()
 	return m, nil
@@ -161,6 +163,30 @@ func (m *Manager) restore() error {
 // Commit uploads and returns the first attempt's result (a failed upload
 // stays journaled and is retried in the background).
 func (m *Manager) Commit(ctx context.Context, key string, st *Staging, base string, mtime int64) (*Job, error) {
+	return m.commit(ctx, key, st, base, mtime, false)
+}
+
+// CommitHeld is Commit for a file still open elsewhere: in async mode the
+// upload is journaled but waits for Unhold (the file's last close, or an
+// fsync), so that a close of one descriptor while others still write
+// publishes nothing; a newer commit of the key meanwhile supersedes it. A
+// crash before Unhold uploads it at the next mount, as any journaled
+// upload. In sync mode it is Commit.
+func (m *Manager) CommitHeld(ctx context.Context, key string, st *Staging, base string, mtime int64) (*Job, error) {
+	return m.commit(ctx, key, st, base, mtime, m.opts.Mode == Async)
+}
+
+// Unhold lets key's held uploads start.
+func (m *Manager) Unhold(key string) {
+	m.mu.Lock()
+	for _, j := range m.byKey[key] {
+		j.held = false
+	}
+	m.mu.Unlock()
+	m.kick()
+}
+
+func (m *Manager) commit(ctx context.Context, key string, st *Staging, base string, mtime int64, held bool) (*Job, error) {
 	size := st.Size()
 	if m.opts.Mode == Async {
 		if err := st.Sync(); err != nil {
@@ -179,6 +205,7 @@ func (m *Manager) Commit(ctx context.Context, key string, st *Staging, base stri
 		return nil, err
 	}
 	j := newJob(seq, r, reserved)
+	j.held = held
 	m.mu.Lock()
 	if m.closed {
 		m.mu.Unlock()
@@ -187,7 +214,9 @@ func (m *Manager) Commit(ctx context.Context, key string, st *Staging, base stri
 	m.jobs[seq] = j
 	m.byKey[key] = append(m.byKey[key], j)
 	m.supersedeLocked(key)
+	kept := m.forgetKeptLocked(key) // written again whole
 	m.mu.Unlock()
+	kept.remove()
 	m.kick()
 	if m.opts.Mode == Async {
 		return j, nil

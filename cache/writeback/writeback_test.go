@@ -236,3 +236,65 @@ func TestStagingCountsAgainstCacheSize(t *testing.T) {
 		t.Fatalf("used %d after discard", e.store.Used())
 	}
 }
+
+func TestKeepSetsAsideAndReports(t *testing.T) {
+	b := newBucket()
+	dir := t.TempDir()
+	e := newEnv(t, Sync, b, dir)
+	e.m.Keep("ckpt", e.stage(t, []byte("half a checkpoint")), errors.New("write failed"))
+	s := e.m.Summary()
+	if len(s.Failed) != 1 || s.Failed[0].Key != "ckpt" {
+		t.Fatalf("summary %+v", s)
+	}
+	if kept, err := os.ReadFile(s.Failed[0].Staging); err != nil || string(kept) != "half a checkpoint" {
+		t.Fatalf("kept copy: %q %v", kept, err)
+	}
+	if _, ok := b.get("ckpt"); ok || b.puts.Load() != 0 {
+		t.Fatal("a kept write was uploaded")
+	}
+	if e.store.Used() != 0 {
+		t.Fatalf("a kept copy still counts %d bytes", e.store.Used())
+	}
+	// A restart still reports it; writing the file again whole clears it.
+	e.close()
+	e2 := newEnv(t, Sync, b, dir)
+	if s := e2.m.Summary(); len(s.Failed) != 1 || s.Failed[0].Key != "ckpt" {
+		t.Fatalf("after restart: %+v", s)
+	}
+	path := s.Failed[0].Staging
+	if _, err := e2.m.Commit(context.Background(), "ckpt", e2.stage(t, []byte("whole")), "", 2); err != nil {
+		t.Fatal(err)
+	}
+	if s := e2.m.Summary(); len(s.Failed) != 0 {
+		t.Fatalf("after a new write: %+v", s)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("kept copy left after a new write: %v", err)
+	}
+}
+
+func TestHeldUploadWaitsForUnhold(t *testing.T) {
+	b := newBucket()
+	e := newEnv(t, Async, b, "")
+	ctx := context.Background()
+	if _, err := e.m.CommitHeld(ctx, "k", e.stage(t, []byte("prefix")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.WaitAll(ctx); err != nil { // held: not waited for
+		t.Fatal(err)
+	}
+	time.Sleep(30 * time.Millisecond)
+	if b.puts.Load() != 0 {
+		t.Fatal("a held upload started")
+	}
+	if _, err := e.m.CommitHeld(ctx, "k", e.stage(t, []byte("whole file")), "", 2); err != nil {
+		t.Fatal(err)
+	}
+	e.m.Unhold("k")
+	if err := e.m.WaitKey(ctx, "k"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := b.get("k"); string(got) != "whole file" || b.puts.Load() != 1 {
+		t.Fatalf("bucket %q after %d puts", got, b.puts.Load())
+	}
+}
