@@ -168,21 +168,15 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 		k, err := st.WriteAt(data, off)
 		n.mu.Lock()
 		n.markWroteLocked(o) // a failed write counts: its close reports the error
-		n.mu.Unlock()
-		if err == nil {
-			n.mu.Lock()
+		switch {
+		case err == nil:
 			n.dirty = true
 			n.entry.Size = max(n.entry.Size, off+int64(k))
 			n.entry.MTime = time.Now().UnixNano()
-			n.mu.Unlock()
+		case n.writeErr == nil:
+			n.writeErr = err // the session will not be uploaded
 		}
-		if err != nil {
-			n.mu.Lock()
-			if n.writeErr == nil {
-				n.writeErr = err // the session will not be uploaded
-			}
-			n.mu.Unlock()
-		}
+		n.mu.Unlock()
 		n.sessMu.RUnlock()
 		if err != nil {
 			f.log.Warn("fs: write failed; the file will not be uploaded", "key", n.key.get(), "off", off, "err", err)

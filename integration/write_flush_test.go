@@ -247,7 +247,9 @@ func TestWriteDD(t *testing.T) {
 	m := startMount(t, srv, srv.source(bucket, ""), "")
 	in := randData(51, 3<<20)
 	src := filepath.Join(t.TempDir(), "in")
-	os.WriteFile(src, in, 0o644)
+	if err := os.WriteFile(src, in, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	patched := append(append([]byte(nil), in...), old[len(in):]...)
 	for _, c := range []struct {
 		name string

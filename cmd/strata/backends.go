@@ -27,28 +27,25 @@ func openBackend(ctx context.Context, src config.Source, cfg *config.Config) (ba
 		o.MaxAttempts = 5
 		o.MaxBackoff = 2 * time.Second
 		o.MaxConns = max(o.MaxConns, 2*cfg.MaxFetches)
-		be, err := s3.New(ctx, src.Bucket, o)
-		if err != nil {
-			return nil, err // never a typed nil: close() would call Close on it
-		}
-		return be, nil
+		return asBackend(s3.New(ctx, src.Bucket, o))
 	case "gs":
 		o := gcs.DefaultOptions()
 		o.Endpoint = cfg.EndpointURL
 		o.KeyFile = cfg.KeyFile
 		o.Anonymous = cfg.Anonymous
 		o.MaxAttempts = 5
-		be, err := gcs.New(ctx, src.Bucket, o)
-		if err != nil {
-			return nil, err
-		}
-		return be, nil
+		return asBackend(gcs.New(ctx, src.Bucket, o))
 	case "file":
-		be, err := local.New(src.Path, local.DefaultOptions())
-		if err != nil {
-			return nil, err
-		}
-		return be, nil
+		return asBackend(local.New(src.Path, local.DefaultOptions()))
 	}
 	return nil, fmt.Errorf("unknown scheme %q", src.Scheme)
+}
+
+// asBackend turns a constructor's (*T, error) into a Backend that is nil
+// on error: never a typed nil, on which a deferred Close would panic.
+func asBackend[T backend.Backend](be T, err error) (backend.Backend, error) {
+	if err != nil {
+		return nil, err
+	}
+	return be, nil
 }
