@@ -145,16 +145,9 @@ func TestEINTRStorm(t *testing.T) {
 				rfd = dfd // reads that go to the disk, not the page cache
 				defer unix.Close(dfd)
 			}
-			// A storm may miss every blocked io_uring_enter on a loaded
-			// machine; storm again (bounded) until one was interrupted.
-			for round := 1; ; round++ {
-				if stormRound(t, e, fd, rfd, m, size) || kind != KindUring || round == 10 {
-					break
-				}
-			}
-			st := statsOf(e)
-			if kind == KindUring && st.eintr.Load() == 0 {
-				t.Errorf("no io_uring_enter was interrupted in 10 storms: the test did not exercise EINTR")
+			stormRound(t, e, fd, rfd, m, size)
+			if kind == KindUring {
+				blockedWaitRound(t, e)
 			}
 		})
 	}
@@ -197,6 +190,52 @@ func stormRound(t *testing.T, e Engine, fd, rfd int, m model, size int64) bool {
 	st := statsOf(e)
 	t.Logf("signals sent %d, EINTR retried %d, reaper waits %d", sent.Load(), st.eintr.Load(), st.waits.Load())
 	return statsOf(e).eintr.Load() > before
+}
+
+// blockedWaitRound makes EINTR certain rather than likely: a read from an
+// empty pipe keeps the reaper blocked in io_uring_enter for as long as the
+// storm lasts (disk ops complete too fast to be interrupted on a fast
+// disk), then the pipe is fed and the read must return exactly its bytes.
+func blockedWaitRound(t *testing.T, e Engine) {
+	t.Helper()
+	var p [2]int
+	if err := unix.Pipe2(p[:], unix.O_CLOEXEC); err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(p[0])
+	defer unix.Close(p[1])
+	before := statsOf(e).eintr.Load()
+	stop := make(chan struct{})
+	sent := signalStorm(stop)
+	type result struct {
+		n   int
+		err error
+	}
+	done := make(chan result, 1)
+	buf := make([]byte, 16)
+	go func() {
+		n, err := e.ReadAt(p[0], buf, 0)
+		done <- result{n, err}
+	}()
+	// Storm until an interrupted wait was counted (bounded: a kernel that
+	// restarts the wait instead of returning EINTR fails the test).
+	for deadline := time.Now().Add(5 * time.Second); statsOf(e).eintr.Load() == before && time.Now().Before(deadline); {
+		time.Sleep(20 * time.Millisecond)
+	}
+	msg := []byte("sixteen bytes ok")
+	if _, err := unix.Write(p[1], msg); err != nil {
+		t.Fatal(err)
+	}
+	r := <-done
+	close(stop)
+	if r.err != nil || r.n != len(msg) || !bytes.Equal(buf[:r.n], msg) {
+		t.Errorf("pipe read under storm: n=%d err=%v %q", r.n, r.err, buf[:r.n])
+	}
+	got := statsOf(e).eintr.Load() - before
+	t.Logf("blocked wait: signals sent %d, EINTR retried %d", sent.Load(), got)
+	if got == 0 {
+		t.Errorf("a wait blocked for 5 s under %d signals was never interrupted: the test did not exercise EINTR", sent.Load())
+	}
 }
 
 // statsOf returns an engine's counters, summed over its rings.
