@@ -129,12 +129,12 @@ type recordsReader struct {
 	size  int64
 }
 
-func newRecordsReader(id ID, l Layout, first int64, blocks [][]byte) *recordsReader {
+func newRecordsReader(seal Sealer, id ID, l Layout, first int64, blocks [][]byte) *recordsReader {
 	hdrs := make([]byte, HeaderSize*len(blocks))
 	r := &recordsReader{parts: make([][]byte, 0, 2*len(blocks))}
 	for i, b := range blocks {
 		h := hdrs[i*HeaderSize : (i+1)*HeaderSize]
-		NewHeader(id, l, first+int64(i), b).Encode(h)
+		seal.Header(h, id, l, first+int64(i), b)
 		r.parts = append(r.parts, h, b)
 		r.size += int64(HeaderSize + len(b))
 	}

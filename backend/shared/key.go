@@ -98,6 +98,16 @@ func (k Keys) Object(id ID, g int64) string {
 	return b.String()
 }
 
+// NewSignedKeys returns the naming for the records of source signed by
+// seal: under prefix, the namespace and "key-<seal.Tag()>/", so entries
+// signed with different keys, and unsigned ones, never share a name.
+func NewSignedKeys(prefix, source string, l Layout, seal Sealer) Keys {
+	if !seal.Signed() {
+		return NewKeys(prefix, source, l)
+	}
+	return Keys{prefix: prefix + Namespace + "key-" + seal.Tag() + "/" + SourceTag(source) + "/", layout: l}
+}
+
 // MarkerKey is the name of the writability marker under prefix.
 func MarkerKey(prefix string) string { return prefix + Namespace + MarkerName }
 

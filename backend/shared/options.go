@@ -52,6 +52,11 @@ type Options struct {
 	IdleFlush time.Duration
 	// DrainTimeout bounds how long Close waits for queued writes.
 	DrainTimeout time.Duration
+	// Key, when set (at least MinKeyLen bytes), signs every record with
+	// HMAC-SHA256; records that do not verify are refused (counted in
+	// ForgedEntries) and read from the origin. Signed and unsigned tiers
+	// use different names, so neither reads the other's entries.
+	Key []byte
 	// BreakerThreshold consecutive tier failures open the breaker.
 	BreakerThreshold int
 	// BreakerCooldown is how long an open breaker keeps reads off the

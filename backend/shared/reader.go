@@ -166,7 +166,7 @@ func (r *reader) fromTier(p []byte) (int, bool) {
 	fired := !s.timer.Stop() && s.timedOut.Load()
 	if err == nil {
 		r.t.stats.Shared.Bytes.Add(HeaderSize + blen)
-		err = CheckRecord(hdr[:], dst, r.id, r.t.layout, r.cur)
+		err = r.t.seal.Check(hdr[:], dst, r.id, r.t.layout, r.cur)
 	}
 	if err != nil {
 		if !direct {

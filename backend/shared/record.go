@@ -10,8 +10,12 @@ import (
 // HeaderSize is the length of a record header.
 const HeaderSize = 64
 
-// magic starts every record; the digit is the format version.
-var magic = [8]byte{'S', 'T', 'R', 'A', 'T', 'A', 'S', '1'}
+// magic starts every unsigned record, signedMagic every signed one; the
+// digit is the format version.
+var (
+	magic       = [8]byte{'S', 'T', 'R', 'A', 'T', 'A', 'S', '1'}
+	signedMagic = [8]byte{'S', 'T', 'R', 'A', 'T', 'A', 'K', '1'}
+)
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
@@ -19,6 +23,11 @@ var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 // or misplaced entry, wrong format), fails its CRC32C, or is cut short.
 // The reader treats it as a miss.
 var ErrBadRecord = errors.New("shared: bad record")
+
+// ErrForgedRecord: a record of a signed tier (Options.Key) whose signature
+// does not verify although its CRC32C does: written by someone without
+// the key (a forged entry), or with another key. It wraps ErrBadRecord.
+var ErrForgedRecord = fmt.Errorf("%w: signature does not match the tier key (forged entry, or written with another key)", ErrBadRecord)
 
 // Header describes one record: which block of which object version it
 // holds, and the checksum of its bytes.
@@ -28,13 +37,19 @@ var ErrBadRecord = errors.New("shared: bad record")
 // [28:32], identity [32:64]. No field needs a checksum of its own: every
 // field but the CRC is compared with what the reader expects, and a
 // damaged CRC fails the data check.
+//
+// A signed record (magic "STRATAK1", see Sealer) has the same layout but
+// holds in [32:64], instead of the identity, an HMAC-SHA256 under the
+// tier key over bytes [8:32], the identity and the data.
 type Header struct {
 	BlockSize   uint32
 	GroupBlocks uint32
 	Block       uint64
 	Len         uint32
 	CRC         uint32
-	ID          ID
+	// ID is the identity, or for a signed record its MAC.
+	ID     ID
+	Signed bool
 }
 
 // Checksum is the CRC32C (Castagnoli) of b, as records carry it.
@@ -50,6 +65,9 @@ func NewHeader(id ID, l Layout, b int64, data []byte) Header {
 func (h Header) Encode(dst []byte) {
 	_ = dst[HeaderSize-1]
 	copy(dst[0:8], magic[:])
+	if h.Signed {
+		copy(dst[0:8], signedMagic[:])
+	}
 	binary.BigEndian.PutUint32(dst[8:12], h.BlockSize)
 	binary.BigEndian.PutUint32(dst[12:16], h.GroupBlocks)
 	binary.BigEndian.PutUint64(dst[16:24], h.Block)
@@ -64,10 +82,12 @@ func DecodeHeader(src []byte) (Header, error) {
 	if len(src) < HeaderSize {
 		return Header{}, fmt.Errorf("%w: header of %d bytes", ErrBadRecord, len(src))
 	}
-	if [8]byte(src[0:8]) != magic {
+	m := [8]byte(src[0:8])
+	if m != magic && m != signedMagic {
 		return Header{}, fmt.Errorf("%w: bad magic %q", ErrBadRecord, src[0:8])
 	}
 	h := Header{
+		Signed:      m == signedMagic,
 		BlockSize:   binary.BigEndian.Uint32(src[8:12]),
 		GroupBlocks: binary.BigEndian.Uint32(src[12:16]),
 		Block:       binary.BigEndian.Uint64(src[16:24]),
@@ -82,8 +102,17 @@ func DecodeHeader(src []byte) (Header, error) {
 // under layout l.
 func (h Header) Expect(id ID, l Layout, b, n int64) error {
 	switch {
+	case h.Signed:
+		return fmt.Errorf("%w: signed entry, read without the tier key", ErrBadRecord)
 	case h.ID != id:
 		return fmt.Errorf("%w: foreign entry (identity %x, want %x)", ErrBadRecord, h.ID[:8], id[:8])
+	}
+	return h.expectPlace(l, b, n)
+}
+
+// expectPlace checks the fields every record format shares.
+func (h Header) expectPlace(l Layout, b, n int64) error {
+	switch {
 	case int64(h.BlockSize) != l.BlockSize || int64(h.GroupBlocks) != l.GroupBlocks:
 		return fmt.Errorf("%w: layout %d×%d, want %d×%d", ErrBadRecord, h.BlockSize, h.GroupBlocks, l.BlockSize, l.GroupBlocks)
 	case h.Block != uint64(b):
@@ -95,24 +124,13 @@ func (h Header) Expect(id ID, l Layout, b, n int64) error {
 }
 
 // CheckRecord decodes hdr and checks it and data (len(data) bytes) as the
-// record of block b of id under l.
+// unsigned record of block b of id under l.
 func CheckRecord(hdr, data []byte, id ID, l Layout, b int64) error {
-	h, err := DecodeHeader(hdr)
-	if err != nil {
-		return err
-	}
-	if err := h.Expect(id, l, b, int64(len(data))); err != nil {
-		return err
-	}
-	if c := Checksum(data); c != h.CRC {
-		return fmt.Errorf("%w: CRC32C %08x, header says %08x", ErrBadRecord, c, h.CRC)
-	}
-	return nil
+	return Sealer{}.Check(hdr, data, id, l, b)
 }
 
-// AppendRecord appends the record of block b (data) of id under l to dst.
+// AppendRecord appends the unsigned record of block b (data) of id under
+// l to dst.
 func AppendRecord(dst []byte, id ID, l Layout, b int64, data []byte) []byte {
-	var hdr [HeaderSize]byte
-	NewHeader(id, l, b, data).Encode(hdr[:])
-	return append(append(dst, hdr[:]...), data...)
+	return Sealer{}.Append(dst, id, l, b, data)
 }

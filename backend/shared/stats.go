@@ -66,6 +66,9 @@ type Stats struct {
 	BypassedBlocks, BypassedBytes atomic.Int64
 	// BadEntries counts records ignored as corrupt, foreign or truncated.
 	BadEntries atomic.Int64
+	// ForgedEntries counts the BadEntries of a signed tier whose bytes
+	// were intact but whose signature did not verify: forged entries.
+	ForgedEntries atomic.Int64
 
 	// Writes are shared objects written; WriteBytes their size.
 	Writes, WriteBytes atomic.Int64
@@ -108,6 +111,7 @@ type Snapshot struct {
 	BypassedBlocks   int64        `json:"bypassed_blocks"`
 	BypassedBytes    int64        `json:"bypassed_bytes"`
 	BadEntries       int64        `json:"bad_entries"`
+	ForgedEntries    int64        `json:"forged_entries"`
 	Writes           int64        `json:"writes"`
 	WriteBytes       int64        `json:"write_bytes"`
 	WritesDropped    int64        `json:"writes_dropped"`
@@ -125,7 +129,7 @@ func (s *Stats) Snapshot() Snapshot {
 		HitBlocks: s.HitBlocks.Load(), HitBytes: s.HitBytes.Load(),
 		MissBlocks: s.MissBlocks.Load(), MissBytes: s.MissBytes.Load(),
 		BypassedBlocks: s.BypassedBlocks.Load(), BypassedBytes: s.BypassedBytes.Load(),
-		BadEntries: s.BadEntries.Load(), Writes: s.Writes.Load(), WriteBytes: s.WriteBytes.Load(),
+		BadEntries: s.BadEntries.Load(), ForgedEntries: s.ForgedEntries.Load(), Writes: s.Writes.Load(), WriteBytes: s.WriteBytes.Load(),
 		WritesDropped: s.WritesDropped.Load(), WriteErrors: s.WriteErrors.Load(), Repairs: s.Repairs.Load(),
 		WriteBufferBytes: s.WriteBufferBytes.Load(), BreakerOpen: s.BreakerOpen.Load() == 1,
 		BreakerTrips: s.BreakerTrips.Load(),

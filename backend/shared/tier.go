@@ -19,6 +19,7 @@ type Tier struct {
 	opts   Options
 	layout Layout
 	keys   Keys
+	seal   Sealer
 	source string
 	log    *slog.Logger
 	stats  Stats
@@ -42,7 +43,12 @@ func New(origin backend.Backend, store Store, opts Options) (*Tier, error) {
 	}
 	t := &Tier{origin: origin, store: store, opts: opts, source: origin.String(), log: opts.Logger, logged: map[string]bool{}}
 	t.layout = NewLayout(opts.BlockSize, opts.GroupSize)
-	t.keys = NewKeys(opts.Prefix, t.source, t.layout)
+	seal, err := NewSealer(opts.Key)
+	if err != nil {
+		return nil, err
+	}
+	t.seal = seal
+	t.keys = NewSignedKeys(opts.Prefix, t.source, t.layout, seal)
 	t.brk = newBreaker(opts.BreakerThreshold, opts.BreakerCooldown, opts.BreakerMaxCooldown, t.breakerChanged)
 	if !opts.ReadOnly {
 		t.w = newWriter(t)
@@ -235,7 +241,13 @@ func (t *Tier) putBuf(b []byte) {
 // whole in the background.
 func (t *Tier) badEntry(r *reader, g int64, name string, err error) {
 	t.stats.BadEntries.Add(1)
-	t.logOnce("bad:"+name, "shared: ignoring a bad shared cache entry, reading the origin instead", "object", name, "err", err)
+	if errors.Is(err, ErrForgedRecord) {
+		t.stats.ForgedEntries.Add(1)
+		t.logOnce("bad:"+name, "shared: refused a shared cache entry whose signature does not verify with this mount's tier key "+
+			"(a forged entry, or one written with another key); reading the origin instead", "object", name, "err", err)
+	} else {
+		t.logOnce("bad:"+name, "shared: ignoring a bad shared cache entry, reading the origin instead", "object", name, "err", err)
+	}
 	if t.w != nil && t.layout.GroupBlocks > 1 {
 		t.w.repair(r.key, r.version, r.id, g)
 	}

@@ -321,7 +321,7 @@ func (w *writer) refetch(j *job) error {
 // put writes a group's records as one shared object.
 func (w *writer) put(j *job) {
 	defer w.release(j.blocks...)
-	r := newRecordsReader(j.id, w.t.layout, w.t.layout.FirstBlock(j.group), j.blocks)
+	r := newRecordsReader(w.t.seal, j.id, w.t.layout, w.t.layout.FirstBlock(j.group), j.blocks)
 	ctx, cancel := context.WithTimeout(w.ctx, w.t.opts.WriteTimeout)
 	defer cancel()
 	name := w.t.keys.Object(j.id, j.group)

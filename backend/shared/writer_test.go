@@ -164,7 +164,7 @@ func TestRecordsReader(t *testing.T) {
 	id := Identity("s", "k", "v")
 	l := Layout{BlockSize: 8, GroupBlocks: 3}
 	blocks := [][]byte{[]byte("abcdefgh"), []byte("ijklmnop"), []byte("qrs")}
-	r := newRecordsReader(id, l, 6, blocks)
+	r := newRecordsReader(Sealer{}, id, l, 6, blocks)
 	var want []byte
 	for i, b := range blocks {
 		want = AppendRecord(want, id, l, 6+int64(i), b)
