@@ -7,7 +7,7 @@
 // than once per node.
 //
 // It owns the key scheme and the record format of the shared objects
-// (key.go, record.go), the read path that tries the tier before the origin
+// (key.go, record.go, seal.go), the read path that tries the tier before the origin
 // (reader.go, lookup.go), the background writer that fills the tier (writer.go,
 // assemble.go), the circuit breaker that takes a down or slow tier out of
 // the read path (breaker.go), the per-tier counters (stats.go) and the S3
@@ -39,6 +39,20 @@
 // was asked for (a foreign or misplaced entry), whose CRC32C fails, or
 // that is cut short, is a miss: counted, logged once per shared object,
 // and refetched from the origin, which also rewrites it.
+//
+// These checks catch corrupt, truncated, stale and misplaced entries, not
+// a deliberate forgery: whoever can write the tier bucket can compute an
+// identity and the CRC32C of other bytes. With Options.Key (the mount's
+// --shared-cache-key-file) every record is signed (seal.go): the header
+// holds, in place of the identity, an HMAC-SHA256 under the key over the
+// header fields, the identity and the data, and its magic says so. A
+// record whose bytes are intact but whose signature does not verify, or
+// that is not signed, is a forged entry: a miss like any bad entry, also
+// counted in ForgedEntries and logged as refused. Signed entries live
+// under PREFIX strata1/key-<tag>/, tag a hash of the key, so tiers with
+// different keys or none (and entries of older versions, all unsigned)
+// never read or overwrite each other's entries: to a signed tier they
+// are misses.
 //
 // # Reads
 //
