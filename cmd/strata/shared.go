@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -29,6 +30,8 @@ func bindSharedFlags(fs *pflag.FlagSet, c *config.SharedConfig) {
 	fs.Var(&c.GroupSize, "shared-cache-group-size", "bytes of whole cache blocks stored per shared object (at least one block)")
 	fs.DurationVar(&c.Timeout, "shared-cache-timeout", c.Timeout, "bound on a shared cache request before the origin serves the read instead")
 	fs.IntVar(&c.WriteConcurrency, "shared-cache-write-concurrency", c.WriteConcurrency, "background writes to the shared cache in flight")
+	fs.StringVar(&c.KeyFile, "shared-cache-key-file", c.KeyFile, "file holding a secret (at least 16 bytes; the same on every node) that signs "+
+		"the shared cache's entries: entries not signed with it are refused as forged")
 	fs.Var(&c.WriteBuffer, "shared-cache-write-buffer", "memory for blocks waiting to be written to the shared cache; blocks that do not fit are not written")
 }
 
@@ -85,7 +88,13 @@ func wrapShared(ctx context.Context, s *server, origin backend.Backend) (backend
 		store.Close()
 		return origin, describeSharedErr(c, checkErr)
 	}
+	key, err := readSharedKey(c.KeyFile)
+	if err != nil {
+		store.Close()
+		return origin, err
+	}
 	o := shared.DefaultOptions()
+	o.Key = key
 	o.Prefix, o.BlockSize, o.GroupSize = prefix, int64(s.cfg.BlockSize), int64(c.GroupSize)
 	o.Timeout, o.ReadOnly = c.Timeout, c.ReadOnly
 	o.WriteConcurrency, o.WriteBuffer = c.WriteConcurrency, int64(c.WriteBuffer)
@@ -102,12 +111,30 @@ func wrapShared(ctx context.Context, s *server, origin backend.Backend) (backend
 	}
 	l := tier.Layout()
 	s.log.Info("shared cache", "shared_cache", c.URL, "store", store.String(), "blocks_per_object", l.GroupBlocks,
-		"read_only", c.ReadOnly, "timeout", c.Timeout.String())
+		"read_only", c.ReadOnly, "timeout", c.Timeout.String(), "signed", key != nil)
 	st := &sharedState{tier: tier, path: filepath.Join(s.cfg.CacheDir, "shared.json"), start: time.Now(), stop: make(chan struct{})}
 	s.shared = st
 	st.done.Add(1)
 	go st.report(s)
 	return tier.Backend(), nil
+}
+
+// readSharedKey reads --shared-cache-key-file: its bytes, without the
+// surrounding white space a text editor or `echo` leaves. nil when unset.
+func readSharedKey(path string) ([]byte, error) {
+	if path == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("--shared-cache-key-file: %w", err)
+	}
+	key := bytes.TrimSpace(b)
+	if len(key) < shared.MinKeyLen {
+		return nil, fmt.Errorf("--shared-cache-key-file %s: %d bytes of key, want at least %d (e.g. head -c 32 /dev/urandom | base64 > FILE)",
+			path, len(key), shared.MinKeyLen)
+	}
+	return key, nil
 }
 
 // describeSharedErr says what to fix when the tier refused the check.
@@ -175,5 +202,6 @@ func closeShared(s *server) {
 	st.write(s, false)
 	snap := st.tier.Stats().Snapshot()
 	s.log.Info("shared cache summary", "hit_bytes", snap.HitBytes, "miss_bytes", snap.MissBytes,
-		"origin_bytes", snap.Origin.Bytes, "writes", snap.Writes, "writes_dropped", snap.WritesDropped, "bad_entries", snap.BadEntries)
+		"origin_bytes", snap.Origin.Bytes, "writes", snap.Writes, "writes_dropped", snap.WritesDropped, "bad_entries", snap.BadEntries,
+		"forged_entries", snap.ForgedEntries)
 }

@@ -30,6 +30,10 @@ type SharedConfig struct {
 	// WriteBuffer bounds the memory holding blocks waiting to be written
 	// to the tier; blocks that do not fit are not written.
 	WriteBuffer Size `yaml:"shared-cache-write-buffer"`
+	// KeyFile holds the secret that signs and verifies the tier's records
+	// (every node of the cluster must use the same one); "" leaves them
+	// unsigned.
+	KeyFile string `yaml:"shared-cache-key-file"`
 }
 
 func defaultShared() SharedConfig {
@@ -56,6 +60,7 @@ func (s *SharedConfig) validate() error {
 	if !s.Enabled() {
 		for _, f := range []struct{ name, v string }{
 			{"--shared-cache-endpoint-url", s.EndpointURL}, {"--shared-cache-region", s.Region}, {"--shared-cache-profile", s.Profile},
+			{"--shared-cache-key-file", s.KeyFile},
 		} {
 			if f.v != "" {
 				return fmt.Errorf("%s is set but --shared-cache is not", f.name)

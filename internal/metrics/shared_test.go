@@ -12,6 +12,8 @@ func TestSharedTierSeries(t *testing.T) {
 	var st shared.Stats
 	st.HitBytes.Store(3 << 20)
 	st.MissBytes.Store(1 << 20)
+	st.BadEntries.Store(5)
+	st.ForgedEntries.Store(2)
 	st.Origin.Requests.Store(2)
 	st.Shared.Requests.Store(7)
 	st.Shared.Latency.Observe(3 * time.Millisecond)
@@ -20,6 +22,9 @@ func TestSharedTierSeries(t *testing.T) {
 	got := scrape(t, m)
 	if v := got["strata_shared_hit_bytes_total"].GetMetric()[0].GetCounter().GetValue(); v != 3<<20 {
 		t.Fatalf("hit bytes %v", v)
+	}
+	if v := got["strata_shared_forged_entries_total"].GetMetric()[0].GetCounter().GetValue(); v != 2 {
+		t.Fatalf("forged entries %v", v)
 	}
 	byTier := map[string]float64{}
 	for _, mt := range got["strata_tier_requests_total"].GetMetric() {
