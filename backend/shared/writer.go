@@ -77,15 +77,24 @@ func newWriter(t *Tier) *writer {
 // take the block. The budget counts what the buffers really hold: a small
 // object's block takes its own size, not a whole block's.
 func (w *writer) acquire(n int64) []byte {
-	if w == nil {
+	if w == nil || w.stopped.Load() {
+		if w != nil {
+			w.t.stats.WritesDropped.Add(1)
+		}
 		return nil
 	}
+	return w.reserve(n)
+}
+
+// reserve is acquire for a job already queued: a repair runs while Close
+// drains the queue, after new blocks are no longer taken.
+func (w *writer) reserve(n int64) []byte {
 	st := &w.t.stats
 	full := w.t.layout.BlockSize
 	if n >= full {
 		n = full
 	}
-	if w.stopped.Load() || !w.t.brk.closed() {
+	if !w.t.brk.closed() {
 		st.WritesDropped.Add(1)
 		return nil
 	}
@@ -290,7 +299,7 @@ func (w *writer) refetch(j *job) error {
 		return fmt.Errorf("shared: repair %s group %d: %w", j.key, j.group, io.ErrUnexpectedEOF)
 	}
 	for b := first; b <= last; b++ {
-		buf := w.acquire(min(l.BlockSize, info.Size-b*l.BlockSize))
+		buf := w.reserve(min(l.BlockSize, info.Size-b*l.BlockSize))
 		if buf == nil {
 			return fmt.Errorf("shared: repair %s group %d: no write buffer", j.key, j.group)
 		}
