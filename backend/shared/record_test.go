@@ -88,7 +88,8 @@ func TestCheckRecordRejects(t *testing.T) {
 }
 
 // FuzzRecord: no input panics the decoder, and a record is accepted only
-// if it is byte for byte the encoding of the block asked for.
+// if it is byte for byte the encoding of the block asked for (signed, for
+// a signed check).
 func FuzzRecord(f *testing.F) {
 	id := Identity("s3://b", "k", "v")
 	l := Layout{BlockSize: 16, GroupBlocks: 4}
@@ -97,6 +98,11 @@ func FuzzRecord(f *testing.F) {
 	f.Add(good[:HeaderSize])
 	f.Add(AppendRecord(nil, id, l, 5, []byte("short")))
 	f.Add([]byte("STRATAS1"))
+	seal, err := NewSealer([]byte("fuzzing key, 16+ bytes"))
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(seal.Append(nil, id, l, 5, []byte("0123456789abcdef")))
 	f.Fuzz(func(t *testing.T, rec []byte) {
 		if h, err := DecodeHeader(rec); err == nil {
 			var again [HeaderSize]byte
@@ -114,6 +120,9 @@ func FuzzRecord(f *testing.F) {
 		hdr, data := rec[:HeaderSize], rec[HeaderSize:]
 		if CheckRecord(hdr, data, id, l, 5) == nil && !bytes.Equal(rec, AppendRecord(nil, id, l, 5, data)) {
 			t.Fatalf("accepted a record that is not the encoding of block 5: %x", rec)
+		}
+		if seal.Check(hdr, data, id, l, 5) == nil && !bytes.Equal(rec, seal.Append(nil, id, l, 5, data)) {
+			t.Fatalf("signed check accepted a record that is not the signed encoding of block 5: %x", rec)
 		}
 	})
 }

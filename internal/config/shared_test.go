@@ -21,6 +21,7 @@ func TestSharedConfig(t *testing.T) {
 		{name: "not s3", mod: func(s *SharedConfig) { s.URL = "gs://cache" }, wantErr: "want s3://BUCKET"},
 		{name: "bad url", mod: func(s *SharedConfig) { s.URL = "cache" }, wantErr: "--shared-cache"},
 		{name: "endpoint without cache", mod: func(s *SharedConfig) { s.EndpointURL = "http://x:9000" }, wantErr: "--shared-cache is not"},
+		{name: "key file without cache", mod: func(s *SharedConfig) { s.KeyFile = "/etc/strata/tier.key" }, wantErr: "--shared-cache-key-file is set but --shared-cache is not"},
 		{name: "bad endpoint", mod: func(s *SharedConfig) { s.URL, s.EndpointURL = "s3://cache", "x:9000" }, wantErr: "endpoint-url"},
 		{name: "timeout too short", mod: func(s *SharedConfig) { s.URL, s.Timeout = "s3://cache", time.Millisecond }, wantErr: "timeout"},
 		{name: "no writers", mod: func(s *SharedConfig) { s.URL, s.WriteConcurrency = "s3://cache", 0 }, wantErr: "write-concurrency"},
