@@ -9,6 +9,16 @@ import (
 	"github.com/stratafs/strata/cache"
 )
 
+// Errors of the filesystem's own (not from a backend or the cache).
+var (
+	// errNoSuchXattr: a getxattr of an attribute Strata does not answer.
+	errNoSuchXattr = errors.New("fs: no such extended attribute")
+	// errXattrNotSupported: objects keep no extended attributes, so none
+	// can be set or removed. ENOTSUP (not ENODATA) is what cp -p/-a and
+	// rsync take as "this filesystem has no xattrs" and carry on.
+	errXattrNotSupported = errors.New("fs: extended attributes cannot be stored")
+)
+
 // errnoTable is the one place where errors become errnos; the first entry
 // an error matches wins.
 var errnoTable = []struct {
@@ -20,6 +30,8 @@ var errnoTable = []struct {
 	{backend.ErrAccessDenied, syscall.EACCES},
 	{backend.ErrPreconditionFailed, syscall.ESTALE}, // the file changed in the bucket since it was opened
 	{backend.ErrNotSupported, syscall.ENOTSUP},
+	{errNoSuchXattr, syscall.ENODATA},
+	{errXattrNotSupported, syscall.ENOTSUP},
 	{cache.ErrNoSpace, syscall.ENOSPC},
 	{context.Canceled, syscall.EINTR},
 	{context.DeadlineExceeded, syscall.ETIMEDOUT},

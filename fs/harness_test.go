@@ -193,6 +193,12 @@ const rootIno = 1
 
 func newTestFS(t *testing.T, objs map[string]string) *testFS {
 	t.Helper()
+	return newTestFSWith(t, objs, nil)
+}
+
+// newTestFSWith is newTestFS with options changed by mod.
+func newTestFSWith(t *testing.T, objs map[string]string, mod func(*Options)) *testFS {
+	t.Helper()
 	be := newMemBackend(objs)
 	eng, err := uring.New(uring.KindPread, uring.DefaultOptions())
 	if err != nil {
@@ -210,6 +216,9 @@ func newTestFS(t *testing.T, objs map[string]string) *testFS {
 	fetch := prefetch.New(be, prefetch.NewBudget(64<<20, so.BlockSize), prefetch.DefaultOptions())
 	opts := DefaultOptions()
 	opts.DirPrefetch = false
+	if mod != nil {
+		mod(&opts)
+	}
 	fsys := New(be.String(), "", mc, store, fetch, opts)
 	wb, err := writeback.New(store, be, writeback.DefaultOptions(), fsys.Hooks())
 	if err != nil {

@@ -1,0 +1,38 @@
+package fs
+
+import (
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Strata stores no extended attributes: setting or removing one is "not
+// supported" (what cp -p and rsync treat as a filesystem without xattrs),
+// never ENODATA, which cp reports as a failure to preserve permissions.
+func TestSetxattrIsNotSupported(t *testing.T) {
+	f := newTestFS(t, map[string]string{"dir/a.txt": "aaa"})
+	file, errno := f.lookup("dir/a.txt")
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	for _, node := range []struct {
+		name string
+		ino  uint64
+	}{{"root", rootIno}, {"dir", f.dirIno("dir")}, {"file", file.NodeId}} {
+		for _, attr := range []string{"system.posix_acl_access", "system.posix_acl_default", "user.x", "security.selinux", XattrSync, XattrStatus} {
+			in := &fuse.SetXAttrIn{InHeader: fuse.InHeader{NodeId: node.ino}, Size: 1}
+			if st := f.raw.SetXAttr(nil, in, attr, []byte("v")); syscall.Errno(st) != syscall.ENOTSUP {
+				t.Errorf("setxattr %s on %s: %v, want ENOTSUP", attr, node.name, syscall.Errno(st))
+			}
+			if st := f.raw.RemoveXAttr(nil, &fuse.InHeader{NodeId: node.ino}, attr); syscall.Errno(st) != syscall.ENOTSUP {
+				t.Errorf("removexattr %s on %s: %v, want ENOTSUP", attr, node.name, syscall.Errno(st))
+			}
+		}
+		// Reading an attribute that is not there stays ENODATA (cp -a
+		// from the mount reads the ACL and finds none).
+		if _, st := f.raw.GetXAttr(nil, &fuse.InHeader{NodeId: node.ino}, "system.posix_acl_access", nil); syscall.Errno(st) != syscall.ENODATA {
+			t.Errorf("getxattr of a missing attribute on %s: %v, want ENODATA", node.name, syscall.Errno(st))
+		}
+	}
+}
