@@ -17,6 +17,9 @@ var (
 	// can be set or removed. ENOTSUP (not ENODATA) is what cp -p/-a and
 	// rsync take as "this filesystem has no xattrs" and carry on.
 	errXattrNotSupported = errors.New("fs: extended attributes cannot be stored")
+	// errNotMountUser: a question about the whole mount (user.strata.sync)
+	// from a user who is not root, the mount's user or its files' owner.
+	errNotMountUser = errors.New("fs: only root and the mount's user may ask that")
 )
 
 // errnoTable is the one place where errors become errnos; the first entry
@@ -32,6 +35,7 @@ var errnoTable = []struct {
 	{backend.ErrNotSupported, syscall.ENOTSUP},
 	{errNoSuchXattr, syscall.ENODATA},
 	{errXattrNotSupported, syscall.ENOTSUP},
+	{errNotMountUser, syscall.EACCES},
 	{cache.ErrNoSpace, syscall.ENOSPC},
 	{context.Canceled, syscall.EINTR},
 	{context.DeadlineExceeded, syscall.ETIMEDOUT},

@@ -3,15 +3,19 @@ package fs
 import (
 	"context"
 	"encoding/json"
+	"os"
 	"strings"
 	"syscall"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/stratafs/strata/cache/writeback"
 )
 
-// Extended attributes Strata answers (in the user namespace). Objects
+// Extended attributes Strata answers (in the user namespace; the kernel
+// lets whoever may read the file ask, and user.strata.sync, which is about
+// the whole mount, is further limited to its users: see mountUser). Objects
 // have no attributes of their own, so none can be set or removed: both
 // are ENOTSUP, which cp -p/-a and rsync take as "this filesystem keeps no
 // xattrs" (ENODATA made cp fail to "preserve permissions").
@@ -36,6 +40,9 @@ var (
 func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	if attr != XattrSync {
 		return 0, toErrno(errNoSuchXattr)
+	}
+	if !d.fsys.mountUser(ctx) {
+		return 0, toErrno(errNotMountUser)
 	}
 	var s writeback.Summary
 	if wb := d.fsys.wb; wb != nil {
@@ -86,6 +93,19 @@ func (n *fileNode) Setxattr(ctx context.Context, attr string, data []byte, flags
 
 func (n *fileNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
 	return toErrno(errXattrNotSupported)
+}
+
+// mountUser reports whether the caller may ask about the whole mount
+// (every pending upload, the failed ones with their keys and where their
+// data is kept, and a wait for all of them): root, the user running the
+// mount, and the user it shows as the owner of every file (--uid). With
+// --allow-other anyone else can read the files the modes allow, not that.
+func (f *FS) mountUser(ctx context.Context) bool {
+	c, ok := fuse.FromContext(ctx)
+	if !ok {
+		return false
+	}
+	return c.Uid == 0 || c.Uid == uint32(os.Getuid()) || c.Uid == f.opts.UID
 }
 
 // xattrReply answers a getxattr: the size when asked for it, ERANGE when

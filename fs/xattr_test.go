@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"os"
 	"syscall"
 	"testing"
 
@@ -34,5 +35,31 @@ func TestSetxattrIsNotSupported(t *testing.T) {
 		if _, st := f.raw.GetXAttr(nil, &fuse.InHeader{NodeId: node.ino}, "system.posix_acl_access", nil); syscall.Errno(st) != syscall.ENODATA {
 			t.Errorf("getxattr of a missing attribute on %s: %v, want ENODATA", node.name, syscall.Errno(st))
 		}
+	}
+}
+
+// user.strata.sync answers for the whole mount (every pending upload, the
+// failed ones with their keys and where their data is kept): only root,
+// the user running the mount and the user it presents files as may read it.
+func TestSyncXattrOnlyForTheMountsUsers(t *testing.T) {
+	const owner = 1234 // --uid
+	f := newTestFSWith(t, map[string]string{"dir/a.txt": "aaa"}, func(o *Options) { o.UID = owner })
+	get := func(uid uint32) syscall.Errno {
+		h := &fuse.InHeader{NodeId: f.dirIno("dir")}
+		h.Caller.Uid = uid
+		_, st := f.raw.GetXAttr(nil, h, XattrSync, nil)
+		return syscall.Errno(st)
+	}
+	if errno := get(0); errno != 0 {
+		t.Errorf("root reading %s: %v", XattrSync, errno)
+	}
+	if errno := get(uint32(os.Getuid())); errno != 0 {
+		t.Errorf("the mount's user reading %s: %v", XattrSync, errno)
+	}
+	if errno := get(owner); errno != 0 {
+		t.Errorf("the owner of the mount's files (--uid) reading %s: %v", XattrSync, errno)
+	}
+	if errno := get(54321); errno != syscall.EACCES {
+		t.Errorf("another user reading %s: %v, want EACCES", XattrSync, errno)
 	}
 }

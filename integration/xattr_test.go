@@ -2,10 +2,12 @@ package integration
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -91,5 +93,62 @@ func TestCopyToolsPreserveIntoMount(t *testing.T) {
 			sameTree(t, src, filepath.Join(m.dir, "rsync-a"))
 			runSync(t, m)
 		})
+	}
+}
+
+// nobody is the uid and gid the tests run other users' commands as.
+const nobody = 65534
+
+// runAs runs a command as uid nobody and returns its combined output.
+func runAs(t *testing.T, name string, args ...string) (string, error) {
+	t.Helper()
+	cmd := exec.Command(name, args...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: nobody, Gid: nobody}}
+	cmd.Env = []string{"PATH=/usr/bin:/bin", "HOME=/"}
+	cmd.Dir = "/"
+	out, err := cmd.CombinedOutput()
+	return string(out), err
+}
+
+// reachable lets other users walk to m's mountpoint (t.TempDir makes
+// its directories 0700).
+func reachable(t *testing.T, m *mount) {
+	t.Helper()
+	for d := filepath.Dir(m.dir); d != os.TempDir() && d != "/"; d = filepath.Dir(d) {
+		if err := os.Chmod(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// user.strata.sync (what `strata sync` reads) answers for the whole mount:
+// every pending upload, the failed ones with their keys and the paths of
+// their kept data. Another user, who may read the files (--allow-other),
+// is refused it; the owner of the mount's files (--uid) is not.
+func TestSyncXattrRefusedToOtherUsers(t *testing.T) {
+	requireFUSE(t)
+	srv := &localSource{t.TempDir()}
+	bucket := srv.newBucket(t)
+	put(t, srv.writer(t, bucket), map[string][]byte{"d/a.txt": []byte("for everyone\n")})
+	strata := binPath(t)
+
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--allow-other")
+	reachable(t, m)
+	if out, err := runAs(t, "cat", filepath.Join(m.dir, "d", "a.txt")); err != nil || out != "for everyone\n" {
+		t.Fatalf("another user reading a 0644 file through --allow-other: %v %q", err, out)
+	}
+	out, err := runAs(t, strata, "sync", m.dir)
+	if err == nil || !strings.Contains(out, "only root") {
+		t.Fatalf("strata sync by another user: %v\n%s\nwant a refusal", err, out)
+	}
+	if _, err := unix.Getxattr(filepath.Join(m.dir, "d"), "user.strata.sync", make([]byte, 4096)); err != nil {
+		t.Fatalf("root reading user.strata.sync: %v", err)
+	}
+	runSync(t, m) // the mount's user
+
+	owned := startMount(t, srv, srv.source(bucket, ""), "", "--allow-other", "--uid", fmt.Sprint(nobody), "--gid", fmt.Sprint(nobody))
+	reachable(t, owned)
+	if out, err := runAs(t, strata, "sync", owned.dir); err != nil {
+		t.Fatalf("strata sync by the owner of the mount's files (--uid): %v\n%s", err, out)
 	}
 }
