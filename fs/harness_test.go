@@ -184,9 +184,10 @@ func (b *memBackend) Copy(ctx context.Context, src, srcVersion, dst string) (bac
 // through go-fuse's node bridge as the kernel would drive it, without a
 // mount: requests name inodes by number (1 is the root).
 type testFS struct {
-	t   *testing.T
-	be  *memBackend
-	raw fuse.RawFileSystem
+	t    *testing.T
+	be   *memBackend
+	fsys *FS
+	raw  fuse.RawFileSystem
 }
 
 const rootIno = 1
@@ -232,7 +233,7 @@ func newTestFSWith(t *testing.T, objs map[string]string, mod func(*Options)) *te
 		_ = store.Close()
 		_ = eng.Close()
 	})
-	return &testFS{t: t, be: be, raw: gofs.NewNodeFS(fsys.Root(), &gofs.Options{})}
+	return &testFS{t: t, be: be, fsys: fsys, raw: gofs.NewNodeFS(fsys.Root(), &gofs.Options{})}
 }
 
 // lookup resolves a slash-separated path from the root, one Lookup per

@@ -26,7 +26,15 @@ const (
 	// XattrStatus on a file says where its content stands: "cached",
 	// "writing", "uploading" or "failed: <reason>".
 	XattrStatus = "user.strata.status"
+	// XattrControl on any directory is the cache directory whose
+	// control.sock the mount serves (`strata refresh` finds it there);
+	// absent when the mount serves none. Root and the mount's user only.
+	XattrControl = "user.strata.control"
 )
+
+// SetControlDir says where the mount's control socket is (for
+// XattrControl).
+func (f *FS) SetControlDir(dir string) { f.controlDir.Store(&dir) }
 
 var (
 	_ gofs.NodeGetxattrer    = (*dirNode)(nil)
@@ -38,10 +46,21 @@ var (
 )
 
 func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	if attr != XattrSync {
+	switch attr {
+	case XattrSync:
+	case XattrControl:
+		dir := d.fsys.controlDir.Load()
+		switch {
+		case dir == nil:
+			return 0, toErrno(errNoSuchXattr)
+		case !d.fsys.mountUser(ctx, false):
+			return 0, toErrno(errNotMountUser)
+		}
+		return xattrReply([]byte(*dir), dest)
+	default:
 		return 0, toErrno(errNoSuchXattr)
 	}
-	if !d.fsys.mountUser(ctx) {
+	if !d.fsys.mountUser(ctx, true) {
 		return 0, toErrno(errNotMountUser)
 	}
 	var s writeback.Summary
@@ -98,14 +117,15 @@ func (n *fileNode) Removexattr(ctx context.Context, attr string) syscall.Errno {
 // mountUser reports whether the caller may ask about the whole mount
 // (every pending upload, the failed ones with their keys and where their
 // data is kept, and a wait for all of them): root, the user running the
-// mount, and the user it shows as the owner of every file (--uid). With
-// --allow-other anyone else can read the files the modes allow, not that.
-func (f *FS) mountUser(ctx context.Context) bool {
+// mount, and (if owner) the user it shows as the owner of every file
+// (--uid). With --allow-other anyone else can read the files the modes
+// allow, not that. The control socket admits root and the mount's user.
+func (f *FS) mountUser(ctx context.Context, owner bool) bool {
 	c, ok := fuse.FromContext(ctx)
 	if !ok {
 		return false
 	}
-	return c.Uid == 0 || c.Uid == uint32(os.Getuid()) || c.Uid == f.opts.UID
+	return c.Uid == 0 || c.Uid == uint32(os.Getuid()) || owner && c.Uid == f.opts.UID
 }
 
 // xattrReply answers a getxattr: the size when asked for it, ERANGE when

@@ -63,3 +63,31 @@ func TestSyncXattrOnlyForTheMountsUsers(t *testing.T) {
 		t.Errorf("another user reading %s: %v, want EACCES", XattrSync, errno)
 	}
 }
+
+// user.strata.control (where `strata refresh` finds the control socket)
+// is for the users the socket admits: root and the mount's user.
+func TestControlXattr(t *testing.T) {
+	const owner = 1234
+	f := newTestFSWith(t, map[string]string{"dir/a.txt": "aaa"}, func(o *Options) { o.UID = owner })
+	get := func(uid uint32) (string, syscall.Errno) {
+		h := &fuse.InHeader{NodeId: rootIno}
+		h.Caller.Uid = uid
+		buf := make([]byte, 4096)
+		n, st := f.raw.GetXAttr(nil, h, XattrControl, buf)
+		return string(buf[:n]), syscall.Errno(st)
+	}
+	if _, errno := get(0); errno != syscall.ENODATA {
+		t.Errorf("with no control socket: %v, want ENODATA", errno)
+	}
+	f.fsys.SetControlDir("/var/cache/strata/x")
+	for _, uid := range []uint32{0, uint32(os.Getuid())} {
+		if dir, errno := get(uid); errno != 0 || dir != "/var/cache/strata/x" {
+			t.Errorf("uid %d: %q %v", uid, dir, errno)
+		}
+	}
+	for _, uid := range []uint32{owner, 54321} {
+		if _, errno := get(uid); errno != syscall.EACCES {
+			t.Errorf("uid %d: %v, want EACCES", uid, errno)
+		}
+	}
+}
