@@ -21,12 +21,16 @@ all: build
 build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/strata ./cmd/strata
 
-# System packages: fuse3 provides fusermount3 (unprivileged mounts, umount).
+# System packages: fuse3 provides fusermount3 (unprivileged mounts, umount);
+# rsync is what the copy-tool tests run against a mount.
+SYSDEPS := fusermount3:fuse3 rsync:rsync
 sysdeps:
-	@if ! command -v fusermount3 >/dev/null; then \
-		if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -q fuse3; \
-		else echo "fusermount3 missing: install fuse3 (sudo apt-get install fuse3)"; exit 1; fi; \
-	fi
+	@for d in $(SYSDEPS); do cmd=$${d%%:*}; pkg=$${d#*:}; \
+		if ! command -v $$cmd >/dev/null; then \
+			if [ "$$(id -u)" = 0 ]; then DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$pkg || exit 1; \
+			else echo "$$cmd missing: install $$pkg (sudo apt-get install $$pkg)"; exit 1; fi; \
+		fi; \
+	done
 
 $(BIN)/minio:
 	GOBIN=$(BIN) $(GO) install github.com/minio/minio@$(MINIO_VERSION)

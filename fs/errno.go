@@ -9,6 +9,19 @@ import (
 	"github.com/stratafs/strata/cache"
 )
 
+// Errors of the filesystem's own (not from a backend or the cache).
+var (
+	// errNoSuchXattr: a getxattr of an attribute Strata does not answer.
+	errNoSuchXattr = errors.New("fs: no such extended attribute")
+	// errXattrNotSupported: objects keep no extended attributes, so none
+	// can be set or removed. ENOTSUP (not ENODATA) is what cp -p/-a and
+	// rsync take as "this filesystem has no xattrs" and carry on.
+	errXattrNotSupported = errors.New("fs: extended attributes cannot be stored")
+	// errNotMountUser: a question about the whole mount (user.strata.sync)
+	// from a user who is not root, the mount's user or its files' owner.
+	errNotMountUser = errors.New("fs: only root and the mount's user may ask that")
+)
+
 // errnoTable is the one place where errors become errnos; the first entry
 // an error matches wins.
 var errnoTable = []struct {
@@ -20,6 +33,9 @@ var errnoTable = []struct {
 	{backend.ErrAccessDenied, syscall.EACCES},
 	{backend.ErrPreconditionFailed, syscall.ESTALE}, // the file changed in the bucket since it was opened
 	{backend.ErrNotSupported, syscall.ENOTSUP},
+	{errNoSuchXattr, syscall.ENODATA},
+	{errXattrNotSupported, syscall.ENOTSUP},
+	{errNotMountUser, syscall.EACCES},
 	{cache.ErrNoSpace, syscall.ENOSPC},
 	{context.Canceled, syscall.EINTR},
 	{context.DeadlineExceeded, syscall.ETIMEDOUT},

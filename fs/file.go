@@ -169,8 +169,13 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 	}
 	if err != nil {
 		f.stats.ReadErrors.Add(1)
-		f.log.Warn("fs: read failed", "key", h.n.key.get(), "off", off, "err", err)
-		return nil, toErrno(err)
+		errno := toErrno(err)
+		if key := h.n.key.get(); errno == syscall.ESTALE {
+			f.log.Warn("fs: read failed (ESTALE): the object changed in the bucket since this version of the file was looked up; "+f.staleHint(key), "key", key, "off", off, "err", err)
+		} else {
+			f.log.Warn("fs: read failed", "key", key, "off", off, "err", err)
+		}
+		return nil, errno
 	}
 	f.stats.ReadBytes.Add(int64(n))
 	return fuse.ReadResultData(dest[:n]), 0

@@ -81,6 +81,10 @@ type FS struct {
 	files map[string]*fileNode // nodes with local state (written, or uploading), by key
 
 	warmer *dirWarmer // nil unless DirPrefetch
+
+	root       *dirNode               // the mounted root (Refresh walks the kernel's tree from it)
+	mountpoint atomic.Pointer[string] // where it is mounted, for log lines ("" for a /dev/fd mount)
+	controlDir atomic.Pointer[string] // the control socket's directory (user.strata.control), if served
 }
 
 // New builds the filesystem of source (whose keys under prefix form the
@@ -90,6 +94,7 @@ func New(source, prefix string, m *meta.Cache, s *cache.Store, f *prefetch.Fetch
 		opts.Logger = slog.Default()
 	}
 	fsys := &FS{meta: m, store: s, fetch: f, source: source, prefix: prefix, opts: opts, log: opts.Logger, mtime: time.Now(), files: map[string]*fileNode{}}
+	fsys.root = newDirNode(fsys, prefix)
 	fsys.passthrough.Store(opts.Passthrough)
 	if opts.DirPrefetch {
 		fsys.warmer = newDirWarmer(fsys)
@@ -98,7 +103,7 @@ func New(source, prefix string, m *meta.Cache, s *cache.Store, f *prefetch.Fetch
 }
 
 // Root is the root directory node, for mounting.
-func (f *FS) Root() gofs.InodeEmbedder { return newDirNode(f, f.prefix) }
+func (f *FS) Root() gofs.InodeEmbedder { return f.root }
 
 // EnableWrites makes the mount writable through wb, with be for the
 // namespace changes (delete, copy, directory markers).

@@ -184,14 +184,21 @@ func (b *memBackend) Copy(ctx context.Context, src, srcVersion, dst string) (bac
 // through go-fuse's node bridge as the kernel would drive it, without a
 // mount: requests name inodes by number (1 is the root).
 type testFS struct {
-	t   *testing.T
-	be  *memBackend
-	raw fuse.RawFileSystem
+	t    *testing.T
+	be   *memBackend
+	fsys *FS
+	raw  fuse.RawFileSystem
 }
 
 const rootIno = 1
 
 func newTestFS(t *testing.T, objs map[string]string) *testFS {
+	t.Helper()
+	return newTestFSWith(t, objs, nil)
+}
+
+// newTestFSWith is newTestFS with options changed by mod.
+func newTestFSWith(t *testing.T, objs map[string]string, mod func(*Options)) *testFS {
 	t.Helper()
 	be := newMemBackend(objs)
 	eng, err := uring.New(uring.KindPread, uring.DefaultOptions())
@@ -210,6 +217,9 @@ func newTestFS(t *testing.T, objs map[string]string) *testFS {
 	fetch := prefetch.New(be, prefetch.NewBudget(64<<20, so.BlockSize), prefetch.DefaultOptions())
 	opts := DefaultOptions()
 	opts.DirPrefetch = false
+	if mod != nil {
+		mod(&opts)
+	}
 	fsys := New(be.String(), "", mc, store, fetch, opts)
 	wb, err := writeback.New(store, be, writeback.DefaultOptions(), fsys.Hooks())
 	if err != nil {
@@ -223,7 +233,7 @@ func newTestFS(t *testing.T, objs map[string]string) *testFS {
 		_ = store.Close()
 		_ = eng.Close()
 	})
-	return &testFS{t: t, be: be, raw: gofs.NewNodeFS(fsys.Root(), &gofs.Options{})}
+	return &testFS{t: t, be: be, fsys: fsys, raw: gofs.NewNodeFS(fsys.Root(), &gofs.Options{})}
 }
 
 // lookup resolves a slash-separated path from the root, one Lookup per

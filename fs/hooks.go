@@ -1,28 +1,11 @@
 package fs
 
 import (
-	"context"
-	"encoding/json"
 	"fmt"
-	"strings"
-	"syscall"
-
-	gofs "github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/writeback"
-)
-
-// Extended attributes Strata answers (in the user namespace, so any user
-// can read them):
-const (
-	// XattrSync on any directory waits for every upload committed so far
-	// and returns a JSON writeback.Summary (`strata sync` reads it).
-	XattrSync = "user.strata.sync"
-	// XattrStatus on a file says where its content stands: "cached",
-	// "writing", "uploading" or "failed: <reason>".
-	XattrStatus = "user.strata.status"
 )
 
 // trackLocal records that n (key) holds local content and shows it in the
@@ -86,59 +69,4 @@ func (f *FS) uploaded(key string, info backend.ObjectInfo, size, mtime int64) {
 func (f *FS) pending(key string, size, mtime int64) {
 	dir, name := meta.Parent(key)
 	f.meta.SetLocal(dir, meta.Entry{Name: name, Size: size, MTime: mtime, Version: fmt.Sprintf("local:%d", mtime), Local: true})
-}
-
-var _ gofs.NodeGetxattrer = (*dirNode)(nil)
-
-func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	if attr != XattrSync {
-		return 0, syscall.ENODATA
-	}
-	var s writeback.Summary
-	if wb := d.fsys.wb; wb != nil {
-		var err error
-		if s, err = wb.WaitAll(ctx); err != nil {
-			return 0, toErrno(err)
-		}
-	}
-	b, _ := json.Marshal(s)
-	return xattrReply(b, dest)
-}
-
-var _ gofs.NodeGetxattrer = (*fileNode)(nil)
-
-func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
-	if attr != XattrStatus {
-		return 0, syscall.ENODATA
-	}
-	key := n.key.get()
-	n.mu.Lock()
-	status := "cached"
-	switch {
-	case n.sess != nil:
-		status = "writing"
-	case n.entry.Local:
-		status = "uploading"
-	}
-	n.mu.Unlock()
-	if wb := n.fsys.wb; wb != nil {
-		for _, fl := range wb.Summary().Failed {
-			if fl.Key == key {
-				status = "failed: " + strings.ReplaceAll(fl.Error, "\n", " ")
-			}
-		}
-	}
-	return xattrReply([]byte(status), dest)
-}
-
-// xattrReply answers a getxattr: the size when asked for it, ERANGE when
-// the buffer is too small.
-func xattrReply(b, dest []byte) (uint32, syscall.Errno) {
-	if len(dest) == 0 {
-		return uint32(len(b)), 0
-	}
-	if len(dest) < len(b) {
-		return uint32(len(b)), syscall.ERANGE
-	}
-	return uint32(copy(dest, b)), 0
 }

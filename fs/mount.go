@@ -79,6 +79,9 @@ func Mount(mountpoint string, fsys *FS, mo MountOptions) (*Mounted, error) {
 	if err != nil {
 		return nil, fmt.Errorf("fs: mount %s: %w", mountpoint, err)
 	}
+	if !fdMount {
+		fsys.mountpoint.Store(&mountpoint)
+	}
 	m := &Mounted{Server: srv}
 	if fsys.opts.Passthrough {
 		m.Passthrough, m.Why = probePassthrough(srv, mo.ProbeDir)

@@ -232,3 +232,19 @@ func (ix *Index) DeleteStatsUnder(tag SrcTag, prefix string) error {
 	}
 	return wb.Flush()
 }
+
+// DirsUnder returns every directory at or under prefix that has a cached
+// listing.
+func (ix *Index) DirsUnder(tag SrcTag, prefix string) ([]string, error) {
+	p := dirKey(tag, prefix)
+	skip := len(dirKey(tag, ""))
+	var dirs []string
+	err := ix.scan(p, scanOpts{keysOnly: true}, func(item *badger.Item) error {
+		dirs = append(dirs, string(item.Key()[skip:]))
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("index: listings under %q: %w", prefix, err)
+	}
+	return dirs, nil
+}

@@ -162,13 +162,21 @@ func (c *Cache) HasLocal(prefix string) bool {
 }
 
 // InvalidatePrefix forgets every cached listing at or under prefix (after
-// a directory rename).
+// a directory rename, or a refresh), in memory and in the index (where
+// listings of earlier runs are kept, not yet read by this one).
 func (c *Cache) InvalidatePrefix(prefix string) {
+	persisted, err := c.ix.DirsUnder(c.tag, prefix)
+	if err != nil {
+		c.log.Warn("meta: invalidating listings", "prefix", prefix, "err", err)
+	}
+	dirs := map[string]bool{}
+	for _, d := range persisted {
+		dirs[d] = true
+	}
 	c.mu.Lock()
-	var dirs []string
 	for d := range c.dirs {
 		if strings.HasPrefix(d, prefix) {
-			dirs = append(dirs, d)
+			dirs[d] = true
 		}
 	}
 	for k := range c.points {
@@ -177,7 +185,7 @@ func (c *Cache) InvalidatePrefix(prefix string) {
 		}
 	}
 	c.mu.Unlock()
-	for _, d := range dirs {
+	for d := range dirs {
 		c.Invalidate(d)
 	}
 	if err := c.ix.DeleteStatsUnder(c.tag, prefix); err != nil {

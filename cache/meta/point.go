@@ -47,37 +47,11 @@ func (c *Cache) remember(key string, p pointResult) {
 // better than none.
 func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error) {
 	key := dir + name
-	var (
-		wg      sync.WaitGroup
-		info    backend.ObjectInfo
-		statErr error
-		page    backend.ListPage
-		listErr error
-	)
 	// Like listing loads, a lookup is not cancelled with its caller: the
 	// kernel interrupts a request whenever the calling thread gets a
 	// signal (the Go runtime's SIGURG preemption included), and open() or
 	// stat() would fail with EINTR. The backend's own timeouts bound it.
-	bctx := context.WithoutCancel(ctx)
-	wg.Add(2)
-	go func() { defer wg.Done(); info, statErr = c.be.Stat(bctx, key) }()
-	go func() {
-		defer wg.Done()
-		page, listErr = c.be.List(bctx, key+"/", backend.ListOptions{Limit: 1})
-	}()
-	wg.Wait()
-
-	isDir := listErr == nil && (len(page.Objects) > 0 || len(page.Prefixes) > 0)
-	isFile := statErr == nil
-	var err error
-	switch {
-	case isDir:
-		// Decided whatever HEAD said.
-	case listErr != nil:
-		err = listErr
-	case statErr != nil && !errors.Is(statErr, backend.ErrNotExist):
-		err = statErr
-	}
+	info, isDir, isFile, err := c.probe(context.WithoutCancel(ctx), key)
 	if err != nil {
 		if e, found, ok := c.staleAnswer(dir, name); ok {
 			c.warnOnce("stale\x00"+key, "meta: backend unreachable; serving cached metadata past its TTL", "key", key, "err", err)
@@ -89,17 +63,9 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 		return Entry{}, fmt.Errorf("meta: lookup %q: %w", key, err)
 	}
 
-	p := pointResult{fetchedAt: c.now().UnixNano(), exists: isDir || isFile}
+	p := pointResult{fetchedAt: c.now().UnixNano(), exists: isDir || isFile, e: probedEntry(name, info, isDir)}
 	rec := index.EntryRecord{Kind: index.KindAbsent, FetchedAt: p.fetchedAt}
-	switch {
-	case isDir:
-		if isFile {
-			c.shadowKey(key)
-		}
-		p.e = Entry{Name: name, Dir: true}
-		rec.Kind = index.KindDir
-	case isFile:
-		p.e = Entry{Name: name, Size: info.Size, MTime: info.MTime.UnixNano(), Version: info.Version}
+	if p.exists {
 		rec = toRecord(p.e)
 		rec.FetchedAt = p.fetchedAt
 	}
@@ -111,6 +77,47 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 		return Entry{}, backend.ErrNotExist
 	}
 	return p.e, nil
+}
+
+// probe asks the backend about key: a HEAD and a one-key LIST of key+"/"
+// at once. A directory wins over a file of the same name (logged once).
+func (c *Cache) probe(ctx context.Context, key string) (info backend.ObjectInfo, isDir, isFile bool, err error) {
+	var (
+		wg      sync.WaitGroup
+		statErr error
+		page    backend.ListPage
+		listErr error
+	)
+	wg.Add(2)
+	go func() { defer wg.Done(); info, statErr = c.be.Stat(ctx, key) }()
+	go func() {
+		defer wg.Done()
+		page, listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})
+	}()
+	wg.Wait()
+
+	isDir = listErr == nil && (len(page.Objects) > 0 || len(page.Prefixes) > 0)
+	isFile = statErr == nil
+	switch {
+	case isDir:
+		// Decided whatever HEAD said.
+		if isFile {
+			c.shadowKey(key)
+		}
+	case listErr != nil:
+		err = listErr
+	case statErr != nil && !errors.Is(statErr, backend.ErrNotExist):
+		err = statErr
+	}
+	return info, isDir, isFile, err
+}
+
+// probedEntry is the entry a probe found (meaningless if it found none).
+func probedEntry(name string, info backend.ObjectInfo, isDir bool) Entry {
+	if isDir {
+		return Entry{Name: name, Dir: true}
+	}
+	return Entry{Name: name, Size: info.Size, MTime: info.MTime.UnixNano(), Version: info.Version}
 }
 
 // staleAnswer finds name in whatever the cache has, fresh or not.

@@ -27,7 +27,7 @@ import (
 //
 // Protocol (version 1), newline-delimited JSON:
 //
-//	client -> {"op":"warm"|"stats"|"verify"|"gc"|"ping", ...controlRequest}
+//	client -> {"op":"warm"|"stats"|"verify"|"gc"|"refresh"|"ping", ...controlRequest}
 //	server -> {"type":"hello","hello":{...}}        first, always
 //	server -> {"type":"progress","progress":{...}}  zero or more (warm, verify)
 //	server -> {"type":"result","result":{...}}      last, on success
@@ -256,6 +256,8 @@ func (c *controlServer) dispatch(ctx context.Context, req controlRequest, out *r
 		return res, err
 	case "gc":
 		return gcStore(s.store), nil
+	case "refresh":
+		return refreshOnMount(ctx, s, req.Paths)
 	}
 	return nil, fmt.Errorf("%w %q (this mount speaks protocol %d)", errUnknownOp, req.Op, controlProtocol)
 }

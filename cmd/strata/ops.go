@@ -21,7 +21,7 @@ import (
 // bindOpsFlags defines operational flags (metrics, warming, config file).
 func bindOpsFlags(fs *pflag.FlagSet, c *config.OpsConfig) {
 	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (default: off)")
-	fs.BoolVar(&c.ControlSocket, "control-socket", c.ControlSocket, "serve <cache-dir>/control.sock (owner only) so strata warm and strata cache work while mounted")
+	fs.BoolVar(&c.ControlSocket, "control-socket", c.ControlSocket, "serve <cache-dir>/control.sock (owner only) so strata warm, strata cache and strata refresh work while mounted")
 	fs.IntVar(&c.WarmConcurrency, "warm-concurrency", c.WarmConcurrency, "objects strata warm (and --warm-on-mount) hydrate at once")
 	fs.IntVar(&c.History, "history", c.History, "finished mounts remembered for strata cache stats")
 	fs.StringVar(&c.WarmOnMount, "warm-on-mount", c.WarmOnMount, "after mounting, hydrate this prefix of the mount into the cache in the background (\"/\" for everything); demand reads go first")
@@ -92,6 +92,9 @@ func startOps(s *server) error {
 			return fmt.Errorf("control socket in %s: %w", s.cfg.CacheDir, err)
 		}
 		o.control = c
+		if s.fsys != nil {
+			s.fsys.SetControlDir(s.cfg.CacheDir) // strata refresh finds the socket by the mount
+		}
 	}
 	o.logPath = stderrFile()
 	o.sigs = make(chan os.Signal, 4)

@@ -60,6 +60,9 @@ func waitSync(mountpoint string) (writeback.Summary, error) {
 		if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
 			return sum, fmt.Errorf("%s is not a strata mount", mountpoint)
 		}
+		if errors.Is(err, unix.EACCES) {
+			return sum, fmt.Errorf("sync %s: only root, the user running the mount and the owner of its files (--uid) may sync it", mountpoint)
+		}
 		if err != nil {
 			return sum, fmt.Errorf("sync %s: %w", mountpoint, err)
 		}

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/stratafs/strata/internal/config"
 )
@@ -54,15 +55,28 @@ Use the same --cache-dir (and endpoint flags) as the mount.`,
 		},
 	}
 	bindMountFlags(cmd.Flags(), &cfg)
-	for _, name := range []string{"read-only", "allow-other", "uid", "gid", "file-mode", "dir-mode", "foreground",
-		"log-file", "read-ahead-kb", "passthrough", "metrics-addr", "control-socket", "history", "print-config"} {
-		cmd.Flags().MarkHidden(name)
-	}
+	// The mount's other flags are accepted (a config file shared with the
+	// mount applies) but mean nothing to warm: not in its --help.
+	cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Hidden = !warmHonours(f.Name) })
 	cmd.Flags().StringVar(&wf.prefix, "prefix", "", "warm only keys starting with this prefix, relative to SOURCE (e.g. train/ or train/shard-00)")
 	cmd.Flags().StringVar(&wf.fromList, "from-list", "", "warm the files and directories listed in FILE, one path relative to SOURCE per line (- for stdin)")
 	cmd.Flags().DurationVar(&wf.interval, "progress-interval", 10*time.Second, "how often to print a progress line when not on a terminal")
 	cmd.Flags().BoolVar(&wf.asJSON, "json", false, "print the final report as JSON")
 	return cmd
+}
+
+// warmMountFlags are the mount flags warm acts on: where the bytes come
+// from (backend and shared tier), the cache, how it fetches, its log
+// level, and the config file.
+var warmMountFlags = map[string]bool{
+	"cache-dir": true, "cache-size": true, "metadata-ttl": true, "block-size": true, "io-engine": true,
+	"memory-limit": true, "part-size": true, "max-fetches": true, "warm-concurrency": true,
+	"endpoint-url": true, "region": true, "profile": true, "force-path-style": true, "no-sign-request": true,
+	"key-file": true, "anonymous": true, "log-level": true, "config": true,
+}
+
+func warmHonours(name string) bool {
+	return warmMountFlags[name] || strings.HasPrefix(name, "shared-cache")
 }
 
 // readList reads --from-list: one path per line; blank lines and lines
@@ -128,7 +142,7 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 
 	pp := newProgressPrinter(os.Stderr, "warm", wf.interval)
 	show := func(p WarmProgress) {
-		pp.update(progressState{Objects: p.Objects, DoneObjects: p.DoneObjects, Bytes: p.Bytes, DoneBytes: p.DoneBytes, Listing: p.Listing, Failed: p.Failed})
+		pp.update(progressState{Objects: p.Objects, DoneObjects: p.DoneObjects, Bytes: p.Bytes, DoneBytes: p.DoneBytes, Listing: p.Listing, Failed: p.Failed + p.FailedPaths})
 	}
 	var final WarmProgress
 	var via string
@@ -166,6 +180,23 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 	return warmReport(final, err, via, wf.asJSON)
 }
 
+// warmLine is the report's sentence: objects warmed of those found, and
+// the listed paths that led to none apart.
+func warmLine(p WarmProgress, via string) string {
+	el := time.Duration(p.Elapsed * float64(time.Second))
+	rate := ""
+	if p.Elapsed > 0 {
+		rate = fmt.Sprintf(" (%s/s)", sizeStr(int64(float64(p.Fetched())/p.Elapsed)))
+	}
+	line := fmt.Sprintf("warmed %d of %d objects (%s of %s) in %s%s: fetched %s%s, %s were already cached",
+		p.Warmed(), p.Objects, sizeStr(p.DoneBytes), sizeStr(p.Bytes), fmtDuration(el), via,
+		sizeStr(p.Fetched()), rate, sizeStr(p.Skipped))
+	if p.FailedPaths > 0 {
+		line += fmt.Sprintf("; %d listed paths not found or not listable", p.FailedPaths)
+	}
+	return line
+}
+
 // warmReport prints the outcome: a sentence (or JSON) on stdout, then the
 // error if any.
 func warmReport(p WarmProgress, err error, via string, asJSON bool) error {
@@ -173,15 +204,8 @@ func warmReport(p WarmProgress, err error, via string, asJSON bool) error {
 		enc := json.NewEncoder(os.Stdout)
 		enc.SetIndent("", "  ")
 		enc.Encode(p)
-	} else if p.Objects > 0 || err == nil {
-		el := time.Duration(p.Elapsed * float64(time.Second))
-		rate := ""
-		if p.Elapsed > 0 {
-			rate = fmt.Sprintf(" (%s/s)", sizeStr(int64(float64(p.Fetched())/p.Elapsed)))
-		}
-		fmt.Printf("warmed %d of %d objects (%s of %s) in %s%s: fetched %s%s, %s were already cached\n",
-			p.DoneObjects-p.Failed, p.Objects, sizeStr(p.DoneBytes), sizeStr(p.Bytes), fmtDuration(el), via,
-			sizeStr(p.Fetched()), rate, sizeStr(p.Skipped))
+	} else if p.Objects > 0 || p.FailedPaths > 0 || err == nil {
+		fmt.Println(warmLine(p, via))
 	}
 	if p.Warning != "" {
 		fmt.Fprintln(os.Stderr, "warm: warning: "+p.Warning)

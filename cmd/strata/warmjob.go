@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/prefetch"
@@ -23,12 +24,16 @@ type WarmProgress struct {
 	DoneObjects int64    `json:"done_objects"` // fully cached (or failed)
 	DoneBytes   int64    `json:"done_bytes"`   // bytes cached of the objects found
 	Skipped     int64    `json:"skipped"`      // bytes that were cached before the job
-	Failed      int64    `json:"failed"`       // objects (or listings) that could not be warmed
+	Failed      int64    `json:"failed"`       // objects found that could not be warmed (of done_objects)
+	FailedPaths int64    `json:"failed_paths"` // listed paths not found and directories that could not be listed (not objects)
 	Elapsed     float64  `json:"elapsed_seconds"`
 	CacheLimit  int64    `json:"cache_limit"`
 	Errors      []string `json:"errors,omitempty"` // the first few failures
 	Warning     string   `json:"warning,omitempty"`
 }
+
+// Warmed is how many of the objects found are now fully cached.
+func (p WarmProgress) Warmed() int64 { return p.DoneObjects - p.Failed }
 
 // Fetched is what this job brought in from the origin.
 func (p WarmProgress) Fetched() int64 { return p.DoneBytes - p.Skipped }
@@ -55,10 +60,11 @@ type warmJob struct {
 	// fetches fail or the cache refuses blocks, before it counts as failed.
 	stall time.Duration
 
-	objects, bytes, doneObjects, doneBytes, skipped, failed atomic.Int64
-	listing                                                 atomic.Bool
-	mu                                                      sync.Mutex // guards errs
-	errs                                                    []string
+	objects, bytes, doneObjects, doneBytes, skipped atomic.Int64
+	failed, failedPaths                             atomic.Int64
+	listing                                         atomic.Bool
+	mu                                              sync.Mutex // guards errs
+	errs                                            []string
 }
 
 const maxWarmErrors = 10
@@ -67,8 +73,20 @@ const maxWarmErrors = 10
 // in it is pinned or its disk is full.
 var errCacheFull = errors.New("the cache is full")
 
+// fail records an object that could not be warmed.
 func (j *warmJob) fail(msg string) {
 	j.failed.Add(1)
+	j.note(msg)
+}
+
+// failPath records a name that did not lead to objects: a listed path
+// that does not exist, a directory that could not be listed.
+func (j *warmJob) failPath(msg string) {
+	j.failedPaths.Add(1)
+	j.note(msg)
+}
+
+func (j *warmJob) note(msg string) {
 	j.mu.Lock()
 	if len(j.errs) < maxWarmErrors {
 		j.errs = append(j.errs, msg)
@@ -83,7 +101,7 @@ func (j *warmJob) progress(start time.Time) WarmProgress {
 	p := WarmProgress{
 		Listing: j.listing.Load(), Objects: j.objects.Load(), Bytes: j.bytes.Load(),
 		DoneObjects: j.doneObjects.Load(), DoneBytes: j.doneBytes.Load(), Skipped: j.skipped.Load(),
-		Failed: j.failed.Load(), Elapsed: time.Since(start).Seconds(), CacheLimit: j.store.Limit(), Errors: errs,
+		Failed: j.failed.Load(), FailedPaths: j.failedPaths.Load(), Elapsed: time.Since(start).Seconds(), CacheLimit: j.store.Limit(), Errors: errs,
 	}
 	if !p.Listing && p.Bytes > p.CacheLimit {
 		p.Warning = fmt.Sprintf("%s to warm but the cache may hold %s: the least recently used data will be evicted", sizeStr(p.Bytes), sizeStr(p.CacheLimit))
@@ -122,7 +140,11 @@ func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgr
 				if ctx.Err() != nil {
 					continue // drain
 				}
-				if err := j.hydrate(ctx, it); err != nil {
+				err := j.hydrate(ctx, it)
+				// Done before failed: a progress report never shows more
+				// failed objects than done ones.
+				j.doneObjects.Add(1)
+				if err != nil {
 					if errors.Is(err, errCacheFull) {
 						cancel(err)
 					}
@@ -130,7 +152,6 @@ func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgr
 						j.fail(fmt.Sprintf("%s: %v", strings.TrimPrefix(it.key, j.root), err))
 					}
 				}
-				j.doneObjects.Add(1)
 			}
 		}()
 	}
@@ -150,8 +171,8 @@ func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgr
 				return p, context.Cause(ctx)
 			case ctx.Err() != nil:
 				return p, fmt.Errorf("warm cancelled: %w", ctx.Err())
-			case p.Failed > 0:
-				return p, fmt.Errorf("%d of %d objects could not be warmed (run warm again to resume): %s", p.Failed, p.Objects, strings.Join(p.Errors, "; "))
+			case p.Failed > 0 || p.FailedPaths > 0:
+				return p, fmt.Errorf("%s: %s", failureSummary(p), strings.Join(p.Errors, "; "))
 			}
 			return p, nil
 		case <-tick.C:
@@ -160,6 +181,18 @@ func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgr
 			}
 		}
 	}
+}
+
+// failureSummary says what could not be warmed, objects and paths apart.
+func failureSummary(p WarmProgress) string {
+	var parts []string
+	if p.Failed > 0 {
+		parts = append(parts, fmt.Sprintf("%d of %d objects could not be warmed (run warm again to resume)", p.Failed, p.Objects))
+	}
+	if p.FailedPaths > 0 {
+		parts = append(parts, fmt.Sprintf("%d listed paths were not found or could not be listed", p.FailedPaths))
+	}
+	return strings.Join(parts, "; ")
 }
 
 // discover sends every file the request names.
@@ -179,8 +212,10 @@ func (j *warmJob) discover(ctx context.Context, out chan<- warmItem) {
 		switch {
 		case ctx.Err() != nil:
 			return
+		case errors.Is(err, backend.ErrNotExist):
+			j.failPath(fmt.Sprintf("%s: not found", p))
 		case err != nil:
-			j.fail(fmt.Sprintf("%s: %v", p, err))
+			j.failPath(fmt.Sprintf("%s: %v", p, err))
 		case e.Dir:
 			d := meta.Join(dir, name, true)
 			j.walk(ctx, d, d, out)
@@ -208,7 +243,7 @@ func (j *warmJob) walk(ctx context.Context, dir, want string, out chan<- warmIte
 		e, ok, err := r.Next(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				j.fail(fmt.Sprintf("listing %s: %v", strings.TrimPrefix(dir, j.root)+"/", err))
+				j.failPath(fmt.Sprintf("listing %s: %v", strings.TrimPrefix(dir, j.root)+"/", err))
 			}
 			break
 		}

@@ -131,7 +131,7 @@ func TestWarmSelects(t *testing.T) {
 			e := newWarmEnv(t, warmTree, 1<<30)
 			var reports int
 			p, err := e.job(tc.req).run(context.Background(), func(WarmProgress) { reports++ })
-			if (err != nil) != (tc.wantFailed > 0) || p.Failed != tc.wantFailed {
+			if (err != nil) != (tc.wantFailed > 0) || p.Failed+p.FailedPaths != tc.wantFailed {
 				t.Fatalf("run: failed %d, err %v; want %d failed", p.Failed, err, tc.wantFailed)
 			}
 			var bytes int64

@@ -48,7 +48,7 @@ func startBackground(s *server) {
 			s.log.Warn("warming stopped", "err", err, "objects", p.DoneObjects)
 			return
 		}
-		s.log.Info("warming done", "objects", p.DoneObjects, "bytes", p.DoneBytes, "already_cached", p.Skipped, "failed", p.Failed)
+		s.log.Info("warming done", "objects", p.DoneObjects, "bytes", p.DoneBytes, "already_cached", p.Skipped, "failed", p.Failed, "failed_paths", p.FailedPaths)
 	}()
 }
 
