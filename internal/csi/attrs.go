@@ -46,7 +46,6 @@ var errBadAttr = errors.New("invalid volume attribute")
 // Spec is a volume as the plugin mounts it.
 type Spec struct {
 	Source        string
-	Endpoint      string // endpointURL, part of the node-mode cache key
 	Mode          string
 	CacheDir      string
 	ReadOnly      bool
@@ -108,7 +107,6 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 			if v == "" {
 				return bad("%s is empty", k)
 			}
-			s.Endpoint = v
 		case AttrCacheSize, AttrMetadataTTL, AttrMemoryLimit, AttrRegion:
 			if v == "" {
 				return bad("%s is empty", k)
@@ -201,14 +199,6 @@ func (s Spec) ShareKey(c Credentials) string {
 		fmt.Fprintf(h, "%s=%x\x00", k, sha256.Sum256(files[k]))
 	}
 	return hex.EncodeToString(h.Sum(nil))[:20]
-}
-
-// CacheKey names a node-mode cache directory by what identifies the
-// objects (source and endpoint) only, so consecutive jobs on a dataset
-// find it warm whatever their other options or credentials.
-func (s Spec) CacheKey() string {
-	sum := sha256.Sum256([]byte(s.Source + "\x00" + s.Endpoint))
-	return hex.EncodeToString(sum[:])[:20]
 }
 
 // Credentials come from the volume's nodePublishSecretRef (the request's

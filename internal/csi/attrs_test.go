@@ -32,7 +32,7 @@ func TestParseSpec(t *testing.T) {
 			AttrReadOnly, "false", AttrMemoryLimit, "512MiB", AttrEndpointURL, "http://minio:9000", AttrRegion, "eu-west-1",
 			AttrMountOptions, "force-path-style, max-fetches=128", AttrReadAheadKB, "4096",
 			"csi.storage.k8s.io/pod.name", "p", "csi.storage.k8s.io/pod.namespace", "ns"),
-			want: Spec{Source: "s3://bucket/train", Endpoint: "http://minio:9000", Mode: ModeNode, ReadOnly: false,
+			want: Spec{Source: "s3://bucket/train", Mode: ModeNode, ReadOnly: false,
 				HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 4096, PodNamespace: "ns", PodName: "p",
 				Args: []string{"--cache-size=100GiB", "--endpoint-url=http://minio:9000", "--memory-limit=512MiB",
 					"--metadata-ttl=indefinite", "--region=eu-west-1", "--read-ahead-kb=4096", "--read-only=false", "--force-path-style", "--max-fetches=128"}}},
@@ -67,28 +67,6 @@ func TestParseSpec(t *testing.T) {
 				t.Fatalf("got  %+v\nwant %+v", got, tc.want)
 			}
 		})
-	}
-}
-
-func TestShareAndCacheKeys(t *testing.T) {
-	a, _ := ParseSpec(map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode}, false)
-	b, _ := ParseSpec(map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode, AttrMetadataTTL: "1h"}, false)
-	k1 := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "one"}}
-	k2 := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "two"}}
-	tests := []struct {
-		name string
-		x, y string
-		same bool
-	}{
-		{"same volume shares", a.ShareKey(k1), a.ShareKey(k1), true},
-		{"other options do not", a.ShareKey(k1), b.ShareKey(k1), false},
-		{"other credentials do not", a.ShareKey(k1), a.ShareKey(k2), false},
-		{"cache follows the data, not the options", a.CacheKey(), b.CacheKey(), true},
-	}
-	for _, tc := range tests {
-		if (tc.x == tc.y) != tc.same {
-			t.Errorf("%s: %s vs %s", tc.name, tc.x, tc.y)
-		}
 	}
 }
 

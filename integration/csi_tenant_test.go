@@ -1,0 +1,149 @@
+package integration
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
+	"io"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+
+	"github.com/stratafs/strata/internal/testserver"
+)
+
+// Tests of the tenant model of the CSI driver: who may set what, and
+// which volumes share a node-mode cache.
+
+// TestCSINodeCacheTenancy: node-mode volumes share a cache directory only
+// when they read the same bytes with the same authority. Options that do
+// not change the bytes (metadata TTL) share it; a shared tier or another
+// identity (temporary credentials of an STS session) gets its own, also
+// when the earlier mount has stopped and its cache is free.
+func TestCSINodeCacheTenancy(t *testing.T) {
+	requireFUSE(t)
+	vol := newCSIVolume(t, "node")
+	m := vol.srv.m
+	tier := vol.srv.newBucket(t)
+	p := startCSI(t)
+	kubelet := t.TempDir()
+
+	with := func(kv ...string) map[string]string {
+		attrs := map[string]string{}
+		for k, v := range vol.attrs {
+			attrs[k] = v
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			attrs[kv[i]] = kv[i+1]
+		}
+		return attrs
+	}
+	tiered := "force-path-style,shared-cache=s3://" + tier + "/nodes,shared-cache-endpoint-url=" + m.Endpoint +
+		",shared-cache-force-path-style,shared-cache-region=" + m.Region
+	key, secret, token := assumeRole(t, m)
+	session := map[string]string{"AWS_ACCESS_KEY_ID": key, "AWS_SECRET_ACCESS_KEY": secret, "AWS_SESSION_TOKEN": token}
+
+	// run publishes one pod's volume, reads it all, unpublishes it and
+	// returns the cache directory its node-mode mount used.
+	n := 0
+	run := func(what string, attrs, secrets map[string]string) string {
+		t.Helper()
+		n++
+		target, _ := podTarget(t, kubelet, "pod-"+strings.Repeat("x", n), "data")
+		if err := p.publish(publishReq("vol-"+what, target, attrs, secrets)); err != nil {
+			t.Fatalf("%s: NodePublishVolume: %v", what, err)
+		}
+		if d := diffTrees(vol.want, tree(t, target)); d != "" {
+			t.Fatalf("%s: reads differ from the bucket:\n%s", what, d)
+		}
+		dir := shareCacheDir(t, p, target)
+		if err := p.unpublish("vol-"+what, target); err != nil {
+			t.Fatalf("%s: NodeUnpublishVolume: %v", what, err)
+		}
+		return dir
+	}
+
+	first := run("first", vol.attrs, vol.secrets)
+	if got := run("other-ttl", with("metadataTTL", "1h"), vol.secrets); got != first {
+		t.Errorf("a volume differing only in its metadata TTL uses cache %s, want the first one's %s", got, first)
+	}
+	withTier := run("tier", with("mountOptions", tiered), vol.secrets)
+	if withTier == first {
+		t.Errorf("a volume with a shared tier uses the cache of the same source without one (%s)", first)
+	}
+	if got := run("tier-again", with("mountOptions", tiered, "metadataTTL", "1h"), vol.secrets); got != withTier {
+		t.Errorf("the same source and tier use cache %s, want %s", got, withTier)
+	}
+	other := run("other-identity", vol.attrs, session)
+	if other == first || other == withTier {
+		t.Errorf("a volume read with other credentials uses cache %s (first %s, tier %s)", other, first, withTier)
+	}
+	caches, _ := filepath.Glob(filepath.Join(p.dir, "cache", "*"))
+	if len(caches) != 3 {
+		t.Errorf("cache dirs %v, want 3 (one per source, identity and tier)", caches)
+	}
+}
+
+// shareCacheDir returns the cache directory of the node-mode mount that
+// target is a bind of (from the plugin's state directory).
+func shareCacheDir(t *testing.T, p *csiPlugin, target string) string {
+	t.Helper()
+	records, _ := filepath.Glob(filepath.Join(p.dir, "state", "node", "*", "targets", "*"))
+	for _, r := range records {
+		if b, err := os.ReadFile(r); err == nil && string(b) == target {
+			dir, err := os.ReadFile(filepath.Join(filepath.Dir(filepath.Dir(r)), "cachedir"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			return string(dir)
+		}
+	}
+	t.Fatalf("no node-mode share records %s", target)
+	return ""
+}
+
+// assumeRole asks MinIO's STS for temporary credentials of its root user:
+// another access key id (and a session token) with the same authority.
+func assumeRole(t *testing.T, m *testserver.MinIO) (key, secret, token string) {
+	t.Helper()
+	form := url.Values{"Action": {"AssumeRole"}, "Version": {"2011-06-15"}, "DurationSeconds": {"3600"}}
+	body := form.Encode()
+	req, err := http.NewRequest(http.MethodPost, m.Endpoint+"/", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	sum := sha256.Sum256([]byte(body))
+	creds := aws.Credentials{AccessKeyID: m.AccessKey, SecretAccessKey: m.SecretKey}
+	if err := v4.NewSigner().SignHTTP(context.Background(), creds, req, hex.EncodeToString(sum[:]), "sts", m.Region, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("STS AssumeRole: %v", err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if resp.StatusCode != http.StatusOK {
+		t.Fatalf("STS AssumeRole: %s: %s", resp.Status, raw)
+	}
+	var r struct {
+		Creds struct {
+			AccessKeyID     string `xml:"AccessKeyId"`
+			SecretAccessKey string `xml:"SecretAccessKey"`
+			SessionToken    string `xml:"SessionToken"`
+		} `xml:"AssumeRoleResult>Credentials"`
+	}
+	if err := xml.Unmarshal(raw, &r); err != nil || r.Creds.AccessKeyID == "" || r.Creds.AccessKeyID == m.AccessKey {
+		t.Fatalf("STS AssumeRole answer %s: %v", raw, err)
+	}
+	return r.Creds.AccessKeyID, r.Creds.SecretAccessKey, r.Creds.SessionToken
+}
