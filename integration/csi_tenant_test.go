@@ -16,6 +16,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	v4 "github.com/aws/aws-sdk-go-v2/aws/signer/v4"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/stratafs/strata/internal/testserver"
 )
@@ -146,4 +148,67 @@ func assumeRole(t *testing.T, m *testserver.MinIO) (key, secret, token string) {
 		t.Fatalf("STS AssumeRole answer %s: %v", raw, err)
 	}
 	return r.Creds.AccessKeyID, r.Creds.SecretAccessKey, r.Creds.SessionToken
+}
+
+// TestCSIInlineVolumePolicy: an inline ephemeral volume (any pod author)
+// may not set what changes where the bytes come from, nor ask for node
+// mode unless the driver allows it; each refusal is PermissionDenied and
+// names the option, and nothing is mounted. The endpoint may come from the
+// driver's own --mount-arg instead.
+func TestCSIInlineVolumePolicy(t *testing.T) {
+	requireFUSE(t)
+	vol := newCSIVolume(t, "node")
+	m := vol.srv.m
+	p := startCSI(t)
+	kubelet := t.TempDir()
+	inline := func(kv ...string) map[string]string {
+		attrs := map[string]string{}
+		for k, v := range vol.attrs {
+			attrs[k] = v
+		}
+		attrs["csi.storage.k8s.io/ephemeral"] = "true"
+		delete(attrs, "endpointURL")
+		for i := 0; i+1 < len(kv); i += 2 {
+			attrs[kv[i]] = kv[i+1]
+		}
+		return attrs
+	}
+	for i, tc := range []struct {
+		attrs map[string]string
+		names string
+	}{
+		{inline("mode", "sidecar", "endpointURL", "http://attacker.example:9000"), "endpointURL"},
+		{inline("mode", "sidecar", "mountOptions", "force-path-style,shared-cache=s3://attacker-tier"), "--shared-cache"},
+		{inline("mode", "sidecar", "mountOptions", "endpoint-url=http://attacker.example:9000"), "--endpoint-url"},
+		{inline("mode", "sidecar", "mountOptions", "key-file=/var/lib/kubelet/pki/kubelet.key"), "--key-file"},
+		{inline(), "--allow-inline-node-mode"},
+	} {
+		target, _ := podTarget(t, kubelet, "tenant-"+strings.Repeat("x", i+1), "data")
+		err := p.publish(publishReq("csi-inline", target, tc.attrs, vol.secrets))
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), tc.names) {
+			t.Errorf("inline volume %v: %v, want PermissionDenied naming %s", tc.attrs, err, tc.names)
+		}
+		if fs, _ := csiMountAt(target); fs != "" {
+			t.Errorf("a refused volume left %s mounted at %s", fs, target)
+		}
+	}
+	if shares, _ := filepath.Glob(filepath.Join(p.dir, "state", "node", "*", "mnt")); len(shares) != 0 {
+		t.Errorf("refused volumes started node-mode mounts: %v", shares)
+	}
+
+	// A driver deployed with inline node mode on, and the endpoint in its
+	// own configuration, serves the same inline volume.
+	p.stop()
+	p = startCSIIn(t, t.TempDir(), "--allow-inline-node-mode", "--mount-arg=--endpoint-url="+m.Endpoint,
+		"--mount-arg=--force-path-style", "--mount-arg=--region="+m.Region)
+	target, _ := podTarget(t, kubelet, "tenant-ok", "data")
+	if err := p.publish(publishReq("csi-inline", target, inline(), vol.secrets)); err != nil {
+		t.Fatalf("inline node-mode volume on a driver that allows it: %v", err)
+	}
+	if d := diffTrees(vol.want, tree(t, target)); d != "" {
+		t.Fatalf("inline node-mode reads differ from the bucket:\n%s", d)
+	}
+	if err := p.unpublish("csi-inline", target); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -56,13 +56,8 @@ type Spec struct {
 	Args []string
 	// PodNamespace and PodName are for logs only.
 	PodNamespace, PodName string
-}
 
-// deniedFlags may not come from mountOptions: the plugin sets them, or
-// they name files on the machine that runs the mount.
-var deniedFlags = map[string]bool{
-	"cache-dir": true, "log-file": true, "foreground": true, "f": true, "key-file": true,
-	"profile": true, "allow-other": true, "help": true, "h": true, "config": true,
+	origin origin // PersistentVolume or inline: who wrote the attributes (policy.go)
 }
 
 // ParseSpec turns attributes into a Spec. Unknown keys are errors, so a
@@ -72,6 +67,11 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 		return Spec{}, fmt.Errorf("%w: "+f, append([]any{errBadAttr}, a...)...)
 	}
 	s := Spec{Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024}
+	o, err := volumeOrigin(attrs)
+	if err != nil {
+		return Spec{}, err
+	}
+	s.origin = o
 	for k, v := range attrs {
 		switch k {
 		case AttrSource:
@@ -106,6 +106,10 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 		case AttrEndpointURL:
 			if v == "" {
 				return bad("%s is empty", k)
+			}
+			if o != originPV {
+				return Spec{}, fmt.Errorf("%w: %s changes where the volume's bytes come from; %s: set it in a PersistentVolume, "+
+					"or on the driver with --mount-arg=--endpoint-url=...", errNotAllowed, k, o.inlineWhy())
 			}
 		case AttrCacheSize, AttrMetadataTTL, AttrMemoryLimit, AttrRegion:
 			if v == "" {
@@ -142,7 +146,7 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 		s.Args = append(s.Args, "--read-ahead-kb="+v) // node mode; sidecar mounts get it from the plugin
 	}
 	s.Args = append(s.Args, "--read-only="+strconv.FormatBool(s.ReadOnly))
-	extra, err := parseMountOptions(attrs[AttrMountOptions])
+	extra, err := parseMountOptions(AttrMountOptions, attrs[AttrMountOptions], o)
 	if err != nil {
 		return Spec{}, err
 	}
@@ -151,19 +155,21 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 	return s, nil
 }
 
-// parseMountOptions turns "a,b=1 c=2" into ["--a", "--b=1", "--c=2"].
-func parseMountOptions(s string) ([]string, error) {
+// parseMountOptions turns "a,b=1 c=2" into ["--a", "--b=1", "--c=2"],
+// refusing a flag a volume of origin o may not set (policy.go); what
+// names the option in errors.
+func parseMountOptions(what, s string, o origin) ([]string, error) {
 	var out []string
-	for _, o := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
-		o = strings.TrimPrefix(o, "--")
-		name, _, _ := strings.Cut(o, "=")
+	for _, opt := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+		opt = strings.TrimPrefix(opt, "--")
+		name, _, _ := strings.Cut(opt, "=")
 		if name == "" || strings.HasPrefix(name, "-") {
-			return nil, fmt.Errorf("%w: %s: %q is not a flag", errBadAttr, AttrMountOptions, o)
+			return nil, fmt.Errorf("%w: %s: %q is not a flag", errBadAttr, what, opt)
 		}
-		if deniedFlags[name] || strings.HasSuffix(name, "-file") || strings.HasSuffix(name, "-dir") {
-			return nil, fmt.Errorf("%w: %s: --%s is set by the driver, not by a volume", errBadAttr, AttrMountOptions, name)
+		if err := o.checkFlag(what, name); err != nil {
+			return nil, err
 		}
-		out = append(out, "--"+o)
+		out = append(out, "--"+opt)
 	}
 	return out, nil
 }

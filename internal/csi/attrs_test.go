@@ -25,19 +25,45 @@ func TestParseSpec(t *testing.T) {
 		readOnly bool
 		want     Spec
 		wantErr  string
+		wantIs   error // errBadAttr unless set
 	}{
 		{name: "defaults", attrs: src, want: Spec{Source: "s3://bucket/train", Mode: ModeSidecar, ReadOnly: true,
-			HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"}}},
-		{name: "everything", attrs: with(AttrMode, "node", AttrCacheSize, "100GiB", AttrMetadataTTL, "indefinite",
+			HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"}, origin: originUnknown}},
+		{name: "everything", attrs: with(AttrEphemeral, "false", AttrMode, "node", AttrCacheSize, "100GiB", AttrMetadataTTL, "indefinite",
 			AttrReadOnly, "false", AttrMemoryLimit, "512MiB", AttrEndpointURL, "http://minio:9000", AttrRegion, "eu-west-1",
 			AttrMountOptions, "force-path-style, max-fetches=128", AttrReadAheadKB, "4096",
 			"csi.storage.k8s.io/pod.name", "p", "csi.storage.k8s.io/pod.namespace", "ns"),
 			want: Spec{Source: "s3://bucket/train", Mode: ModeNode, ReadOnly: false,
-				HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 4096, PodNamespace: "ns", PodName: "p",
+				HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 4096, PodNamespace: "ns", PodName: "p", origin: originPV,
 				Args: []string{"--cache-size=100GiB", "--endpoint-url=http://minio:9000", "--memory-limit=512MiB",
 					"--metadata-ttl=indefinite", "--region=eu-west-1", "--read-ahead-kb=4096", "--read-only=false", "--force-path-style", "--max-fetches=128"}}},
 		{name: "request read-only wins", attrs: with(AttrReadOnly, "false"), readOnly: true, want: Spec{Source: "s3://bucket/train",
-			Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"}}},
+			Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"},
+			origin: originUnknown}},
+		{name: "inline tuning", attrs: with(AttrEphemeral, "true", AttrMetadataTTL, "1m", AttrMountOptions, "max-fetches=8,uid=1000,block-size=4MiB"),
+			want: Spec{Source: "s3://bucket/train", Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024,
+				Args: []string{"--metadata-ttl=1m", "--read-only=true", "--max-fetches=8", "--uid=1000", "--block-size=4MiB"}, origin: originInline}},
+		{name: "PV shared tier", attrs: with(AttrEphemeral, "false", AttrMountOptions, "shared-cache=s3://tier/n,shared-cache-endpoint-url=http://t"),
+			want: Spec{Source: "s3://bucket/train", Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024,
+				Args: []string{"--read-only=true", "--shared-cache=s3://tier/n", "--shared-cache-endpoint-url=http://t"}, origin: originPV}},
+		{name: "inline endpoint", attrs: with(AttrEphemeral, "true", AttrEndpointURL, "http://evil"), wantIs: errNotAllowed,
+			wantErr: "endpointURL changes where the volume's bytes come from; an inline ephemeral volume may not set it"},
+		{name: "endpoint of a volume of unknown origin", attrs: with(AttrEndpointURL, "http://evil"), wantIs: errNotAllowed, wantErr: "podInfoOnMount: true"},
+		{name: "inline shared tier", attrs: with(AttrEphemeral, "true", AttrMountOptions, "max-fetches=8,shared-cache=s3://evil"),
+			wantIs: errNotAllowed, wantErr: "--shared-cache changes where the volume's bytes come from"},
+		{name: "inline endpoint flag", attrs: with(AttrEphemeral, "true", AttrMountOptions, "--endpoint-url=http://evil"),
+			wantIs: errNotAllowed, wantErr: "--endpoint-url"},
+		{name: "inline tier tuning", attrs: with(AttrEphemeral, "true", AttrMountOptions, "shared-cache-read-only=false"),
+			wantIs: errNotAllowed, wantErr: "--shared-cache-read-only"},
+		{name: "inline metrics listener", attrs: with(AttrEphemeral, "true", AttrMountOptions, "metrics-addr=0.0.0.0:80"),
+			wantIs: errNotAllowed, wantErr: "--metrics-addr"},
+		{name: "PV profile", attrs: with(AttrEphemeral, "false", AttrMountOptions, "profile=admin"), wantIs: errNotAllowed, wantErr: "--profile is set by the driver"},
+		{name: "PV shared tier profile", attrs: with(AttrEphemeral, "false", AttrMountOptions, "shared-cache-profile=admin"),
+			wantIs: errNotAllowed, wantErr: "--shared-cache-profile is set by the driver"},
+		{name: "PV key file", attrs: with(AttrEphemeral, "false", AttrMountOptions, "key-file=/etc/k.json"), wantIs: errNotAllowed, wantErr: "--key-file"},
+		{name: "read-only flag", attrs: with(AttrEphemeral, "false", AttrMountOptions, "read-only=false"), wantIs: errNotAllowed, wantErr: "use the readOnly volume attribute"},
+		{name: "unknown flag", attrs: with(AttrEphemeral, "false", AttrMountOptions, "some-new-thing=1"), wantErr: "--some-new-thing is not a mount option a volume may set"},
+		{name: "bad ephemeral", attrs: with(AttrEphemeral, "maybe"), wantErr: "want true or false"},
 		{name: "no source", attrs: map[string]string{}, wantErr: "source is required"},
 		{name: "bad source", attrs: map[string]string{AttrSource: "bucket"}, wantErr: "want s3://"},
 		{name: "typo", attrs: with("metadataTtl", "1m"), wantErr: `unknown key "metadataTtl"`},
@@ -45,17 +71,20 @@ func TestParseSpec(t *testing.T) {
 		{name: "bad bool", attrs: with(AttrReadOnly, "yes please"), wantErr: "want true or false"},
 		{name: "relative cache", attrs: with(AttrCacheDir, "cache"), wantErr: "absolute path"},
 		{name: "node cache dir", attrs: with(AttrMode, ModeNode, AttrCacheDir, "/c"), wantErr: "sidecar mode"},
-		{name: "denied flag", attrs: with(AttrMountOptions, "cache-dir=/etc"), wantErr: "set by the driver"},
-		{name: "denied path flag", attrs: with(AttrMountOptions, "--some-new-file=/etc/shadow"), wantErr: "set by the driver"},
+		{name: "denied flag", attrs: with(AttrMountOptions, "cache-dir=/etc"), wantIs: errNotAllowed, wantErr: "set by the driver"},
+		{name: "denied path flag", attrs: with(AttrMountOptions, "--some-new-file=/etc/shadow"), wantErr: "not a mount option a volume may set"},
 		{name: "not a flag", attrs: with(AttrMountOptions, "=x"), wantErr: "not a flag"},
 		{name: "handoff slash", attrs: with(AttrHandoffVolume, "../x"), wantErr: "want a volume name"},
-		{name: "empty endpoint", attrs: with(AttrEndpointURL, ""), wantErr: "is empty"},
+		{name: "empty endpoint", attrs: with(AttrEphemeral, "false", AttrEndpointURL, ""), wantErr: "is empty"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseSpec(tc.attrs, tc.readOnly)
 			if tc.wantErr != "" {
-				if !errors.Is(err, errBadAttr) || !strings.Contains(err.Error(), tc.wantErr) {
+				if tc.wantIs == nil {
+					tc.wantIs = errBadAttr
+				}
+				if !errors.Is(err, tc.wantIs) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
 				}
 				return

@@ -26,7 +26,7 @@ func TestShareKey(t *testing.T) {
 // same bytes with the same authority.
 func TestCacheKey(t *testing.T) {
 	spec := func(kv ...string) Spec {
-		attrs := map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode}
+		attrs := map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode, AttrEphemeral: "false"}
 		for i := 0; i+1 < len(kv); i += 2 {
 			attrs[kv[i]] = kv[i+1]
 		}
