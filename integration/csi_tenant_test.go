@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"encoding/xml"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -210,5 +211,65 @@ func TestCSIInlineVolumePolicy(t *testing.T) {
 	}
 	if err := p.unpublish("csi-inline", target); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCSISecretAllowlist: a Secret carries credentials only. One with
+// HTTPS_PROXY (or another setting of the process) is refused with
+// InvalidArgument naming the key and not its value, in both modes, before
+// anything is mounted or any request goes through the proxy.
+func TestCSISecretAllowlist(t *testing.T) {
+	requireFUSE(t)
+	proxied := make(chan struct{}, 1)
+	proxy := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case proxied <- struct{}{}:
+		default:
+		}
+		http.Error(w, "no", http.StatusForbidden)
+	})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go proxy.Serve(l)
+	t.Cleanup(func() { proxy.Close() })
+	proxyURL := "http://" + l.Addr().String()
+
+	vol := newCSIVolume(t, "node")
+	p := startCSI(t)
+	kubelet := t.TempDir()
+	for i, tc := range []struct {
+		mode, key, value string
+	}{
+		{"node", "HTTPS_PROXY", proxyURL},
+		{"sidecar", "HTTPS_PROXY", proxyURL},
+		{"node", "HTTP_PROXY", proxyURL},
+		{"node", "AWS_CONFIG_FILE", "/root/.aws/config"},
+		{"node", "STRATA_PPROF", "127.0.0.1:0"},
+	} {
+		attrs := map[string]string{}
+		for k, v := range vol.attrs {
+			attrs[k] = v
+		}
+		attrs["mode"] = tc.mode
+		secrets := map[string]string{tc.key: tc.value}
+		for k, v := range vol.secrets {
+			secrets[k] = v
+		}
+		target, _ := podTarget(t, kubelet, "pod-"+strings.Repeat("s", i+1), "data")
+		err := p.publish(publishReq("vol-secret", target, attrs, secrets))
+		if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `"`+tc.key+`"`) ||
+			strings.Contains(err.Error(), tc.value) || strings.Contains(err.Error(), vol.secrets["AWS_SECRET_ACCESS_KEY"]) {
+			t.Errorf("%s mode, secret with %s: %v; want InvalidArgument naming the key and not the values", tc.mode, tc.key, err)
+		}
+		if fs, _ := csiMountAt(target); fs != "" {
+			t.Errorf("%s mode, secret with %s: %s mounted at the target", tc.mode, tc.key, fs)
+		}
+	}
+	select {
+	case <-proxied:
+		t.Error("a request went through the proxy a refused secret named")
+	default:
 	}
 }

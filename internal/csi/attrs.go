@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -208,26 +208,37 @@ func (s Spec) ShareKey(c Credentials) string {
 }
 
 // Credentials come from the volume's nodePublishSecretRef (the request's
-// Secrets map). Keys that look like environment variables
-// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
-// AWS_REGION, ...) become the mount process's environment; a GCS
-// service-account key (key.json) becomes a file named by
-// GOOGLE_APPLICATION_CREDENTIALS. Without a secret the mount uses the
-// ambient identity: the pod's service account in sidecar mode, the plugin's
-// in node mode. Values are never logged; errors name keys only.
+// Secrets map), and hold credentials only: the keys the backends'
+// credential providers read (SecretEnv) become the mount process's
+// environment, and a Google credentials file (key.json) becomes a file
+// named by GOOGLE_APPLICATION_CREDENTIALS. Any other key is refused: in a
+// secret it would change how the mount runs (HTTPS_PROXY, GODEBUG,
+// STRATA_PPROF), where its bytes come from (AWS_ENDPOINT_URL,
+// STORAGE_EMULATOR_HOST) or which files on the node it reads
+// (AWS_CONFIG_FILE, AWS_PROFILE, GOOGLE_APPLICATION_CREDENTIALS), and in
+// node mode the mount runs in the privileged plugin. Without a secret the
+// mount uses the ambient identity: the pod's service account in sidecar
+// mode, the plugin's in node mode. Values are never logged; errors name
+// keys only.
 
 // GCSKeyFile is the secret key holding a GCS service-account JSON key.
 const GCSKeyFile = "key.json"
 
-var (
-	errBadSecret = errors.New("invalid secret")
-	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+// SecretEnv are the secret keys passed to the mount as environment: what
+// the AWS SDK's environment credential provider reads.
+var SecretEnv = []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
 
-// reservedEnv may not come from a secret: they change how the process
-// runs rather than which credentials it uses.
-var reservedEnv = map[string]bool{"PATH": true, "HOME": true, "LD_PRELOAD": true, "LD_LIBRARY_PATH": true,
-	"GOMEMLIMIT": true, "GOGC": true, "GODEBUG": true, "STRATA_READY_FD": true}
+var errBadSecret = errors.New("invalid secret")
+
+// secretHints explain the refusal of keys people put in secrets.
+var secretHints = map[string]string{
+	"AWS_REGION":                     "use the " + AttrRegion + " volume attribute",
+	"AWS_DEFAULT_REGION":             "use the " + AttrRegion + " volume attribute",
+	"AWS_ENDPOINT_URL":               "the endpoint comes from a PersistentVolume's " + AttrEndpointURL + " or the driver",
+	"AWS_ENDPOINT_URL_S3":            "the endpoint comes from a PersistentVolume's " + AttrEndpointURL + " or the driver",
+	"STORAGE_EMULATOR_HOST":          "the endpoint comes from a PersistentVolume's " + AttrEndpointURL + " or the driver",
+	"GOOGLE_APPLICATION_CREDENTIALS": "put the key itself in " + GCSKeyFile,
+}
 
 // Credentials split a secret into environment and files.
 type Credentials struct {
@@ -243,10 +254,15 @@ func ParseSecrets(secrets map[string]string) (Credentials, error) {
 		switch {
 		case k == GCSKeyFile:
 			c.Files[GCSKeyFile] = []byte(v)
-		case envName.MatchString(k) && !reservedEnv[strings.ToUpper(k)]:
+		case slices.Contains(SecretEnv, k):
 			c.Env[k] = v
 		default:
-			return Credentials{}, fmt.Errorf("%w: key %q: want an environment variable name (AWS_ACCESS_KEY_ID, ...) or %s", errBadSecret, k, GCSKeyFile)
+			hint := secretHints[k]
+			if hint == "" {
+				hint = "it is not a credential"
+			}
+			return Credentials{}, fmt.Errorf("%w: key %q refused (%s): a secret may hold only %s and %s",
+				errBadSecret, k, hint, strings.Join(SecretEnv, ", "), GCSKeyFile)
 		}
 	}
 	return c, nil
@@ -260,9 +276,7 @@ func (c Credentials) Environ(fileDir string) []string {
 		out = append(out, k+"="+c.Env[k])
 	}
 	if _, ok := c.Files[GCSKeyFile]; ok {
-		if _, set := c.Env["GOOGLE_APPLICATION_CREDENTIALS"]; !set {
-			out = append(out, "GOOGLE_APPLICATION_CREDENTIALS="+fileDir+"/"+GCSKeyFile)
-		}
+		out = append(out, "GOOGLE_APPLICATION_CREDENTIALS="+fileDir+"/"+GCSKeyFile)
 	}
 	return out
 }

@@ -108,14 +108,31 @@ func TestParseSecrets(t *testing.T) {
 		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s"},
 			env: []string{"AWS_ACCESS_KEY_ID=a", "AWS_SECRET_ACCESS_KEY=s"}},
 		{in: map[string]string{"key.json": "{}"}, env: []string{"GOOGLE_APPLICATION_CREDENTIALS=/d/key.json"}},
-		{in: map[string]string{"key.json": "{}", "GOOGLE_APPLICATION_CREDENTIALS": "/x"}, env: []string{"GOOGLE_APPLICATION_CREDENTIALS=/x"}},
+		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s", "AWS_SESSION_TOKEN": "t"},
+			env: []string{"AWS_ACCESS_KEY_ID=a", "AWS_SECRET_ACCESS_KEY=s", "AWS_SESSION_TOKEN=t"}},
+		// Only credentials: anything else changes how or where the
+		// (privileged, in node mode) mount runs, or names a file on the node.
+		{in: map[string]string{"key.json": "{}", "GOOGLE_APPLICATION_CREDENTIALS": "/var/lib/node-key.json"}, wantErr: `"GOOGLE_APPLICATION_CREDENTIALS"`},
+		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a", "HTTPS_PROXY": "http://attacker:3128"}, wantErr: `"HTTPS_PROXY"`},
+		{in: map[string]string{"AWS_CONFIG_FILE": "/root/.aws/config"}, wantErr: `"AWS_CONFIG_FILE"`},
+		{in: map[string]string{"AWS_SHARED_CREDENTIALS_FILE": "/root/.aws/credentials"}, wantErr: `"AWS_SHARED_CREDENTIALS_FILE"`},
+		{in: map[string]string{"AWS_PROFILE": "admin"}, wantErr: `"AWS_PROFILE"`},
+		{in: map[string]string{"AWS_ENDPOINT_URL": "http://attacker"}, wantErr: `"AWS_ENDPOINT_URL"`},
+		{in: map[string]string{"AWS_CA_BUNDLE": "/etc/evil.pem"}, wantErr: `"AWS_CA_BUNDLE"`},
+		{in: map[string]string{"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/secrets/other"}, wantErr: `"AWS_WEB_IDENTITY_TOKEN_FILE"`},
+		{in: map[string]string{"AWS_REGION": "eu-west-1"}, wantErr: `use the region volume attribute`},
+		{in: map[string]string{"STORAGE_EMULATOR_HOST": "attacker:4443"}, wantErr: `"STORAGE_EMULATOR_HOST"`},
+		{in: map[string]string{"STRATA_PPROF": "0.0.0.0:6060"}, wantErr: `"STRATA_PPROF"`},
+		{in: map[string]string{"GODEBUG": "x=1"}, wantErr: `"GODEBUG"`},
 		{in: map[string]string{"LD_PRELOAD": "/evil.so"}, wantErr: `"LD_PRELOAD"`},
+		{in: map[string]string{"aws_access_key_id": "a"}, wantErr: `"aws_access_key_id"`},
 		{in: map[string]string{"access key": "hunter2"}, wantErr: `"access key"`},
 	}
 	for _, tc := range tests {
 		c, err := ParseSecrets(tc.in)
 		if tc.wantErr != "" {
-			if !errors.Is(err, errBadSecret) || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "hunter2") {
+			if !errors.Is(err, errBadSecret) || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "hunter2") ||
+				strings.Contains(err.Error(), "attacker") {
 				t.Errorf("ParseSecrets(%v) err = %v", tc.in, err)
 			}
 			continue

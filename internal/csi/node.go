@@ -49,7 +49,7 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	}
 	creds, err := ParseSecrets(req.GetSecrets())
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, attrError(err)
 	}
 	if d.opts.ValidateArgs != nil {
 		if err := d.opts.ValidateArgs(spec.Args); err != nil {
