@@ -232,7 +232,7 @@ func TestCSISecretAllowlist(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	go proxy.Serve(l)
+	go func() { _ = proxy.Serve(l) }()
 	t.Cleanup(func() { proxy.Close() })
 	proxyURL := "http://" + l.Addr().String()
 

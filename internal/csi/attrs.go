@@ -109,7 +109,7 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 			}
 			if o != originPV {
 				return Spec{}, fmt.Errorf("%w: %s changes where the volume's bytes come from; %s: set it in a PersistentVolume, "+
-					"or on the driver with --mount-arg=--endpoint-url=...", errNotAllowed, k, o.inlineWhy())
+					"or on the driver with --mount-arg=--endpoint-url=URL", errNotAllowed, k, o.inlineWhy())
 			}
 		case AttrCacheSize, AttrMetadataTTL, AttrMemoryLimit, AttrRegion:
 			if v == "" {

@@ -130,13 +130,13 @@ func runSanity(t *testing.T, strataBin string) {
 	csi.RegisterIdentityServer(srv, sanityIdentity{d})
 	csi.RegisterNodeServer(srv, sanityNode{d, map[string]string{"train/a.txt": "sanity\n"}})
 	csi.RegisterControllerServer(srv, &sanityController{source: "file://" + source})
-	go srv.Serve(l)
+	go func() { _ = srv.Serve(l) }()
 	defer func() {
 		srv.Stop()
 		// Every publish was unpublished: nothing may stay mounted.
 		for _, m := range mountsUnder(dir) {
 			t.Errorf("%s is still mounted after the suite", m)
-			unix.Unmount(m, unix.MNT_DETACH)
+			_ = unix.Unmount(m, unix.MNT_DETACH)
 		}
 	}()
 
