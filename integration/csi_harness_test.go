@@ -42,8 +42,9 @@ func noCredentials() []string {
 // startCSI runs `strata csi` on a unix socket and waits until it probes ready.
 func startCSI(t *testing.T) *csiPlugin { return startCSIIn(t, t.TempDir()) }
 
-// startCSIIn starts the plugin on dir's state, as a restarted plugin would.
-func startCSIIn(t *testing.T, dir string) *csiPlugin {
+// startCSIIn starts the plugin on dir's state, as a restarted plugin
+// would, with extra flags if given.
+func startCSIIn(t *testing.T, dir string, extra ...string) *csiPlugin {
 	t.Helper()
 	bin := testserver.Binary(t, "strata")
 	p := &csiPlugin{t: t, dir: dir, logPath: filepath.Join(dir, "csi.log")}
@@ -56,6 +57,7 @@ func startCSIIn(t *testing.T, dir string) *csiPlugin {
 	p.cmd = exec.Command(bin, "csi", "--endpoint", "unix://"+sock, "--node-id", "e2e-node",
 		"--state-dir", filepath.Join(dir, "state"), "--cache-root", filepath.Join(dir, "cache"),
 		"--handoff-timeout", "2m", "--log-level", "debug")
+	p.cmd.Args = append(p.cmd.Args, extra...)
 	p.cmd.Env = noCredentials()
 	p.cmd.Stdout, p.cmd.Stderr = logf, logf
 	if err := p.cmd.Start(); err != nil {

@@ -20,6 +20,7 @@ import (
 // csiVolume is a bucket with a small training set and the attributes
 // and secret of a volume pointing at it.
 type csiVolume struct {
+	srv     *minioServer
 	files   map[string][]byte
 	want    map[string]string
 	attrs   map[string]string
@@ -40,12 +41,15 @@ func newCSIVolume(t *testing.T, mode string) csiVolume {
 	}
 	put(t, srv.writer(t, bucket), files)
 	return csiVolume{
+		srv:   srv,
 		files: files,
 		want:  expect(files, "train/"),
 		attrs: map[string]string{
 			"source": "s3://" + bucket + "/train", "mode": mode, "endpointURL": m.Endpoint, "region": m.Region,
 			"mountOptions": "force-path-style", "metadataTTL": "indefinite",
 			"csi.storage.k8s.io/pod.name": "trainer", "csi.storage.k8s.io/pod.namespace": "ml",
+			// What kubelet adds (podInfoOnMount) for a PersistentVolume.
+			"csi.storage.k8s.io/ephemeral": "false",
 		},
 		secrets: map[string]string{"AWS_ACCESS_KEY_ID": m.AccessKey, "AWS_SECRET_ACCESS_KEY": m.SecretKey},
 	}

@@ -28,7 +28,14 @@ and /dev/fuse. Volumes are served in one of two modes, chosen per volume by the
   sidecar  the plugin mounts the target on a /dev/fuse descriptor and hands it
            to 'strata sidecar' in the pod, which serves it unprivileged
   node     one privileged 'strata mount' per volume on the node (shared by
-           every pod using it, cache under --cache-root), bind-mounted into pods
+           every pod using it, cache under --cache-root), bind-mounted into pods;
+           PersistentVolumes only unless --allow-inline-node-mode
+
+An inline ephemeral volume (written by any pod author) may set tuning options
+only; the endpoint, the shared tier and credential files come from a
+PersistentVolume or from this driver's --mount-arg, and secrets may carry
+credentials only (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
+key.json).
 
 See docs/kubernetes.md.`,
 		Args: cobra.NoArgs,
@@ -61,6 +68,7 @@ See docs/kubernetes.md.`,
 	f.DurationVar(&opts.HandoffTimeout, "handoff-timeout", opts.HandoffTimeout, "sidecar mode: give up a mount no sidecar took within this time")
 	f.StringVar(&opts.StrataBin, "strata-bin", "", "node mode: the strata binary to run mounts with (default: this one)")
 	f.StringArrayVar(&opts.ExtraMountArgs, "mount-arg", nil, "node mode: a strata mount flag added to every mount (repeatable), e.g. --mount-arg=--max-fetches=128")
+	f.BoolVar(&opts.AllowInlineNodeMode, "allow-inline-node-mode", false, "let inline ephemeral volumes (any pod author) use mode: node, a mount run by this privileged plugin whose cache outlives the pod (default: PersistentVolumes only)")
 	f.StringVar(&logLevel, "log-level", logLevel, "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", logFormat, "auto, text or json")
 	return cmd

@@ -5,7 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -46,7 +46,6 @@ var errBadAttr = errors.New("invalid volume attribute")
 // Spec is a volume as the plugin mounts it.
 type Spec struct {
 	Source        string
-	Endpoint      string // endpointURL, part of the node-mode cache key
 	Mode          string
 	CacheDir      string
 	ReadOnly      bool
@@ -57,13 +56,8 @@ type Spec struct {
 	Args []string
 	// PodNamespace and PodName are for logs only.
 	PodNamespace, PodName string
-}
 
-// deniedFlags may not come from mountOptions: the plugin sets them, or
-// they name files on the machine that runs the mount.
-var deniedFlags = map[string]bool{
-	"cache-dir": true, "log-file": true, "foreground": true, "f": true, "key-file": true,
-	"profile": true, "allow-other": true, "help": true, "h": true, "config": true,
+	origin origin // PersistentVolume or inline: who wrote the attributes (policy.go)
 }
 
 // ParseSpec turns attributes into a Spec. Unknown keys are errors, so a
@@ -73,6 +67,11 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 		return Spec{}, fmt.Errorf("%w: "+f, append([]any{errBadAttr}, a...)...)
 	}
 	s := Spec{Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024}
+	o, err := volumeOrigin(attrs)
+	if err != nil {
+		return Spec{}, err
+	}
+	s.origin = o
 	for k, v := range attrs {
 		switch k {
 		case AttrSource:
@@ -108,7 +107,10 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 			if v == "" {
 				return bad("%s is empty", k)
 			}
-			s.Endpoint = v
+			if o != originPV {
+				return Spec{}, fmt.Errorf("%w: %s changes where the volume's bytes come from; %s: set it in a PersistentVolume, "+
+					"or on the driver with --mount-arg=--endpoint-url=URL", errNotAllowed, k, o.inlineWhy())
+			}
 		case AttrCacheSize, AttrMetadataTTL, AttrMemoryLimit, AttrRegion:
 			if v == "" {
 				return bad("%s is empty", k)
@@ -144,7 +146,7 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 		s.Args = append(s.Args, "--read-ahead-kb="+v) // node mode; sidecar mounts get it from the plugin
 	}
 	s.Args = append(s.Args, "--read-only="+strconv.FormatBool(s.ReadOnly))
-	extra, err := parseMountOptions(attrs[AttrMountOptions])
+	extra, err := parseMountOptions(AttrMountOptions, attrs[AttrMountOptions], o)
 	if err != nil {
 		return Spec{}, err
 	}
@@ -153,19 +155,21 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 	return s, nil
 }
 
-// parseMountOptions turns "a,b=1 c=2" into ["--a", "--b=1", "--c=2"].
-func parseMountOptions(s string) ([]string, error) {
+// parseMountOptions turns "a,b=1 c=2" into ["--a", "--b=1", "--c=2"],
+// refusing a flag a volume of origin o may not set (policy.go); what
+// names the option in errors.
+func parseMountOptions(what, s string, o origin) ([]string, error) {
 	var out []string
-	for _, o := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
-		o = strings.TrimPrefix(o, "--")
-		name, _, _ := strings.Cut(o, "=")
+	for _, opt := range strings.FieldsFunc(s, func(r rune) bool { return r == ',' || r == ' ' || r == '\n' }) {
+		opt = strings.TrimPrefix(opt, "--")
+		name, _, _ := strings.Cut(opt, "=")
 		if name == "" || strings.HasPrefix(name, "-") {
-			return nil, fmt.Errorf("%w: %s: %q is not a flag", errBadAttr, AttrMountOptions, o)
+			return nil, fmt.Errorf("%w: %s: %q is not a flag", errBadAttr, what, opt)
 		}
-		if deniedFlags[name] || strings.HasSuffix(name, "-file") || strings.HasSuffix(name, "-dir") {
-			return nil, fmt.Errorf("%w: %s: --%s is set by the driver, not by a volume", errBadAttr, AttrMountOptions, name)
+		if err := o.checkFlag(what, name); err != nil {
+			return nil, err
 		}
-		out = append(out, "--"+o)
+		out = append(out, "--"+opt)
 	}
 	return out, nil
 }
@@ -203,35 +207,38 @@ func (s Spec) ShareKey(c Credentials) string {
 	return hex.EncodeToString(h.Sum(nil))[:20]
 }
 
-// CacheKey names a node-mode cache directory by what identifies the
-// objects (source and endpoint) only, so consecutive jobs on a dataset
-// find it warm whatever their other options or credentials.
-func (s Spec) CacheKey() string {
-	sum := sha256.Sum256([]byte(s.Source + "\x00" + s.Endpoint))
-	return hex.EncodeToString(sum[:])[:20]
-}
-
 // Credentials come from the volume's nodePublishSecretRef (the request's
-// Secrets map). Keys that look like environment variables
-// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN,
-// AWS_REGION, ...) become the mount process's environment; a GCS
-// service-account key (key.json) becomes a file named by
-// GOOGLE_APPLICATION_CREDENTIALS. Without a secret the mount uses the
-// ambient identity: the pod's service account in sidecar mode, the plugin's
-// in node mode. Values are never logged; errors name keys only.
+// Secrets map), and hold credentials only: the keys the backends'
+// credential providers read (SecretEnv) become the mount process's
+// environment, and a Google credentials file (key.json) becomes a file
+// named by GOOGLE_APPLICATION_CREDENTIALS. Any other key is refused: in a
+// secret it would change how the mount runs (HTTPS_PROXY, GODEBUG,
+// STRATA_PPROF), where its bytes come from (AWS_ENDPOINT_URL,
+// STORAGE_EMULATOR_HOST) or which files on the node it reads
+// (AWS_CONFIG_FILE, AWS_PROFILE, GOOGLE_APPLICATION_CREDENTIALS), and in
+// node mode the mount runs in the privileged plugin. Without a secret the
+// mount uses the ambient identity: the pod's service account in sidecar
+// mode, the plugin's in node mode. Values are never logged; errors name
+// keys only.
 
 // GCSKeyFile is the secret key holding a GCS service-account JSON key.
 const GCSKeyFile = "key.json"
 
-var (
-	errBadSecret = errors.New("invalid secret")
-	envName      = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]*$`)
-)
+// SecretEnv are the secret keys passed to the mount as environment: what
+// the AWS SDK's environment credential provider reads.
+var SecretEnv = []string{"AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"}
 
-// reservedEnv may not come from a secret: they change how the process
-// runs rather than which credentials it uses.
-var reservedEnv = map[string]bool{"PATH": true, "HOME": true, "LD_PRELOAD": true, "LD_LIBRARY_PATH": true,
-	"GOMEMLIMIT": true, "GOGC": true, "GODEBUG": true, "STRATA_READY_FD": true}
+var errBadSecret = errors.New("invalid secret")
+
+// secretHints explain the refusal of keys people put in secrets.
+var secretHints = map[string]string{
+	"AWS_REGION":                     "use the " + AttrRegion + " volume attribute",
+	"AWS_DEFAULT_REGION":             "use the " + AttrRegion + " volume attribute",
+	"AWS_ENDPOINT_URL":               "the endpoint comes from a PersistentVolume's " + AttrEndpointURL + " or the driver",
+	"AWS_ENDPOINT_URL_S3":            "the endpoint comes from a PersistentVolume's " + AttrEndpointURL + " or the driver",
+	"STORAGE_EMULATOR_HOST":          "the endpoint comes from a PersistentVolume's " + AttrEndpointURL + " or the driver",
+	"GOOGLE_APPLICATION_CREDENTIALS": "put the key itself in " + GCSKeyFile,
+}
 
 // Credentials split a secret into environment and files.
 type Credentials struct {
@@ -247,10 +254,15 @@ func ParseSecrets(secrets map[string]string) (Credentials, error) {
 		switch {
 		case k == GCSKeyFile:
 			c.Files[GCSKeyFile] = []byte(v)
-		case envName.MatchString(k) && !reservedEnv[strings.ToUpper(k)]:
+		case slices.Contains(SecretEnv, k):
 			c.Env[k] = v
 		default:
-			return Credentials{}, fmt.Errorf("%w: key %q: want an environment variable name (AWS_ACCESS_KEY_ID, ...) or %s", errBadSecret, k, GCSKeyFile)
+			hint := secretHints[k]
+			if hint == "" {
+				hint = "it is not a credential"
+			}
+			return Credentials{}, fmt.Errorf("%w: key %q refused (%s): a secret may hold only %s and %s",
+				errBadSecret, k, hint, strings.Join(SecretEnv, ", "), GCSKeyFile)
 		}
 	}
 	return c, nil
@@ -264,9 +276,7 @@ func (c Credentials) Environ(fileDir string) []string {
 		out = append(out, k+"="+c.Env[k])
 	}
 	if _, ok := c.Files[GCSKeyFile]; ok {
-		if _, set := c.Env["GOOGLE_APPLICATION_CREDENTIALS"]; !set {
-			out = append(out, "GOOGLE_APPLICATION_CREDENTIALS="+fileDir+"/"+GCSKeyFile)
-		}
+		out = append(out, "GOOGLE_APPLICATION_CREDENTIALS="+fileDir+"/"+GCSKeyFile)
 	}
 	return out
 }

@@ -25,19 +25,45 @@ func TestParseSpec(t *testing.T) {
 		readOnly bool
 		want     Spec
 		wantErr  string
+		wantIs   error // errBadAttr unless set
 	}{
 		{name: "defaults", attrs: src, want: Spec{Source: "s3://bucket/train", Mode: ModeSidecar, ReadOnly: true,
-			HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"}}},
-		{name: "everything", attrs: with(AttrMode, "node", AttrCacheSize, "100GiB", AttrMetadataTTL, "indefinite",
+			HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"}, origin: originUnknown}},
+		{name: "everything", attrs: with(AttrEphemeral, "false", AttrMode, "node", AttrCacheSize, "100GiB", AttrMetadataTTL, "indefinite",
 			AttrReadOnly, "false", AttrMemoryLimit, "512MiB", AttrEndpointURL, "http://minio:9000", AttrRegion, "eu-west-1",
 			AttrMountOptions, "force-path-style, max-fetches=128", AttrReadAheadKB, "4096",
 			"csi.storage.k8s.io/pod.name", "p", "csi.storage.k8s.io/pod.namespace", "ns"),
-			want: Spec{Source: "s3://bucket/train", Endpoint: "http://minio:9000", Mode: ModeNode, ReadOnly: false,
-				HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 4096, PodNamespace: "ns", PodName: "p",
+			want: Spec{Source: "s3://bucket/train", Mode: ModeNode, ReadOnly: false,
+				HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 4096, PodNamespace: "ns", PodName: "p", origin: originPV,
 				Args: []string{"--cache-size=100GiB", "--endpoint-url=http://minio:9000", "--memory-limit=512MiB",
 					"--metadata-ttl=indefinite", "--region=eu-west-1", "--read-ahead-kb=4096", "--read-only=false", "--force-path-style", "--max-fetches=128"}}},
 		{name: "request read-only wins", attrs: with(AttrReadOnly, "false"), readOnly: true, want: Spec{Source: "s3://bucket/train",
-			Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"}}},
+			Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024, Args: []string{"--read-only=true"},
+			origin: originUnknown}},
+		{name: "inline tuning", attrs: with(AttrEphemeral, "true", AttrMetadataTTL, "1m", AttrMountOptions, "max-fetches=8,uid=1000,block-size=4MiB"),
+			want: Spec{Source: "s3://bucket/train", Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024,
+				Args: []string{"--metadata-ttl=1m", "--read-only=true", "--max-fetches=8", "--uid=1000", "--block-size=4MiB"}, origin: originInline}},
+		{name: "PV shared tier", attrs: with(AttrEphemeral, "false", AttrMountOptions, "shared-cache=s3://tier/n,shared-cache-endpoint-url=http://t"),
+			want: Spec{Source: "s3://bucket/train", Mode: ModeSidecar, ReadOnly: true, HandoffVolume: DefaultHandoffVolume, ReadAheadKB: 1024,
+				Args: []string{"--read-only=true", "--shared-cache=s3://tier/n", "--shared-cache-endpoint-url=http://t"}, origin: originPV}},
+		{name: "inline endpoint", attrs: with(AttrEphemeral, "true", AttrEndpointURL, "http://evil"), wantIs: errNotAllowed,
+			wantErr: "endpointURL changes where the volume's bytes come from; an inline ephemeral volume may not set it"},
+		{name: "endpoint of a volume of unknown origin", attrs: with(AttrEndpointURL, "http://evil"), wantIs: errNotAllowed, wantErr: "podInfoOnMount: true"},
+		{name: "inline shared tier", attrs: with(AttrEphemeral, "true", AttrMountOptions, "max-fetches=8,shared-cache=s3://evil"),
+			wantIs: errNotAllowed, wantErr: "--shared-cache changes where the volume's bytes come from"},
+		{name: "inline endpoint flag", attrs: with(AttrEphemeral, "true", AttrMountOptions, "--endpoint-url=http://evil"),
+			wantIs: errNotAllowed, wantErr: "--endpoint-url"},
+		{name: "inline tier tuning", attrs: with(AttrEphemeral, "true", AttrMountOptions, "shared-cache-read-only=false"),
+			wantIs: errNotAllowed, wantErr: "--shared-cache-read-only"},
+		{name: "inline metrics listener", attrs: with(AttrEphemeral, "true", AttrMountOptions, "metrics-addr=0.0.0.0:80"),
+			wantIs: errNotAllowed, wantErr: "--metrics-addr"},
+		{name: "PV profile", attrs: with(AttrEphemeral, "false", AttrMountOptions, "profile=admin"), wantIs: errNotAllowed, wantErr: "--profile is set by the driver"},
+		{name: "PV shared tier profile", attrs: with(AttrEphemeral, "false", AttrMountOptions, "shared-cache-profile=admin"),
+			wantIs: errNotAllowed, wantErr: "--shared-cache-profile is set by the driver"},
+		{name: "PV key file", attrs: with(AttrEphemeral, "false", AttrMountOptions, "key-file=/etc/k.json"), wantIs: errNotAllowed, wantErr: "--key-file"},
+		{name: "read-only flag", attrs: with(AttrEphemeral, "false", AttrMountOptions, "read-only=false"), wantIs: errNotAllowed, wantErr: "use the readOnly volume attribute"},
+		{name: "unknown flag", attrs: with(AttrEphemeral, "false", AttrMountOptions, "some-new-thing=1"), wantErr: "--some-new-thing is not a mount option a volume may set"},
+		{name: "bad ephemeral", attrs: with(AttrEphemeral, "maybe"), wantErr: "want true or false"},
 		{name: "no source", attrs: map[string]string{}, wantErr: "source is required"},
 		{name: "bad source", attrs: map[string]string{AttrSource: "bucket"}, wantErr: "want s3://"},
 		{name: "typo", attrs: with("metadataTtl", "1m"), wantErr: `unknown key "metadataTtl"`},
@@ -45,17 +71,20 @@ func TestParseSpec(t *testing.T) {
 		{name: "bad bool", attrs: with(AttrReadOnly, "yes please"), wantErr: "want true or false"},
 		{name: "relative cache", attrs: with(AttrCacheDir, "cache"), wantErr: "absolute path"},
 		{name: "node cache dir", attrs: with(AttrMode, ModeNode, AttrCacheDir, "/c"), wantErr: "sidecar mode"},
-		{name: "denied flag", attrs: with(AttrMountOptions, "cache-dir=/etc"), wantErr: "set by the driver"},
-		{name: "denied path flag", attrs: with(AttrMountOptions, "--some-new-file=/etc/shadow"), wantErr: "set by the driver"},
+		{name: "denied flag", attrs: with(AttrMountOptions, "cache-dir=/etc"), wantIs: errNotAllowed, wantErr: "set by the driver"},
+		{name: "denied path flag", attrs: with(AttrMountOptions, "--some-new-file=/etc/shadow"), wantErr: "not a mount option a volume may set"},
 		{name: "not a flag", attrs: with(AttrMountOptions, "=x"), wantErr: "not a flag"},
 		{name: "handoff slash", attrs: with(AttrHandoffVolume, "../x"), wantErr: "want a volume name"},
-		{name: "empty endpoint", attrs: with(AttrEndpointURL, ""), wantErr: "is empty"},
+		{name: "empty endpoint", attrs: with(AttrEphemeral, "false", AttrEndpointURL, ""), wantErr: "is empty"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := ParseSpec(tc.attrs, tc.readOnly)
 			if tc.wantErr != "" {
-				if !errors.Is(err, errBadAttr) || !strings.Contains(err.Error(), tc.wantErr) {
+				if tc.wantIs == nil {
+					tc.wantIs = errBadAttr
+				}
+				if !errors.Is(err, tc.wantIs) || !strings.Contains(err.Error(), tc.wantErr) {
 					t.Fatalf("err = %v, want %q", err, tc.wantErr)
 				}
 				return
@@ -70,28 +99,6 @@ func TestParseSpec(t *testing.T) {
 	}
 }
 
-func TestShareAndCacheKeys(t *testing.T) {
-	a, _ := ParseSpec(map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode}, false)
-	b, _ := ParseSpec(map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode, AttrMetadataTTL: "1h"}, false)
-	k1 := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "one"}}
-	k2 := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "two"}}
-	tests := []struct {
-		name string
-		x, y string
-		same bool
-	}{
-		{"same volume shares", a.ShareKey(k1), a.ShareKey(k1), true},
-		{"other options do not", a.ShareKey(k1), b.ShareKey(k1), false},
-		{"other credentials do not", a.ShareKey(k1), a.ShareKey(k2), false},
-		{"cache follows the data, not the options", a.CacheKey(), b.CacheKey(), true},
-	}
-	for _, tc := range tests {
-		if (tc.x == tc.y) != tc.same {
-			t.Errorf("%s: %s vs %s", tc.name, tc.x, tc.y)
-		}
-	}
-}
-
 func TestParseSecrets(t *testing.T) {
 	tests := []struct {
 		in      map[string]string
@@ -101,14 +108,31 @@ func TestParseSecrets(t *testing.T) {
 		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s"},
 			env: []string{"AWS_ACCESS_KEY_ID=a", "AWS_SECRET_ACCESS_KEY=s"}},
 		{in: map[string]string{"key.json": "{}"}, env: []string{"GOOGLE_APPLICATION_CREDENTIALS=/d/key.json"}},
-		{in: map[string]string{"key.json": "{}", "GOOGLE_APPLICATION_CREDENTIALS": "/x"}, env: []string{"GOOGLE_APPLICATION_CREDENTIALS=/x"}},
+		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s", "AWS_SESSION_TOKEN": "t"},
+			env: []string{"AWS_ACCESS_KEY_ID=a", "AWS_SECRET_ACCESS_KEY=s", "AWS_SESSION_TOKEN=t"}},
+		// Only credentials: anything else changes how or where the
+		// (privileged, in node mode) mount runs, or names a file on the node.
+		{in: map[string]string{"key.json": "{}", "GOOGLE_APPLICATION_CREDENTIALS": "/var/lib/node-key.json"}, wantErr: `"GOOGLE_APPLICATION_CREDENTIALS"`},
+		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a", "HTTPS_PROXY": "http://attacker:3128"}, wantErr: `"HTTPS_PROXY"`},
+		{in: map[string]string{"AWS_CONFIG_FILE": "/root/.aws/config"}, wantErr: `"AWS_CONFIG_FILE"`},
+		{in: map[string]string{"AWS_SHARED_CREDENTIALS_FILE": "/root/.aws/credentials"}, wantErr: `"AWS_SHARED_CREDENTIALS_FILE"`},
+		{in: map[string]string{"AWS_PROFILE": "admin"}, wantErr: `"AWS_PROFILE"`},
+		{in: map[string]string{"AWS_ENDPOINT_URL": "http://attacker"}, wantErr: `"AWS_ENDPOINT_URL"`},
+		{in: map[string]string{"AWS_CA_BUNDLE": "/etc/evil.pem"}, wantErr: `"AWS_CA_BUNDLE"`},
+		{in: map[string]string{"AWS_WEB_IDENTITY_TOKEN_FILE": "/var/run/secrets/other"}, wantErr: `"AWS_WEB_IDENTITY_TOKEN_FILE"`},
+		{in: map[string]string{"AWS_REGION": "eu-west-1"}, wantErr: `use the region volume attribute`},
+		{in: map[string]string{"STORAGE_EMULATOR_HOST": "attacker:4443"}, wantErr: `"STORAGE_EMULATOR_HOST"`},
+		{in: map[string]string{"STRATA_PPROF": "0.0.0.0:6060"}, wantErr: `"STRATA_PPROF"`},
+		{in: map[string]string{"GODEBUG": "x=1"}, wantErr: `"GODEBUG"`},
 		{in: map[string]string{"LD_PRELOAD": "/evil.so"}, wantErr: `"LD_PRELOAD"`},
+		{in: map[string]string{"aws_access_key_id": "a"}, wantErr: `"aws_access_key_id"`},
 		{in: map[string]string{"access key": "hunter2"}, wantErr: `"access key"`},
 	}
 	for _, tc := range tests {
 		c, err := ParseSecrets(tc.in)
 		if tc.wantErr != "" {
-			if !errors.Is(err, errBadSecret) || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "hunter2") {
+			if !errors.Is(err, errBadSecret) || !strings.Contains(err.Error(), tc.wantErr) || strings.Contains(err.Error(), "hunter2") ||
+				strings.Contains(err.Error(), "attacker") {
 				t.Errorf("ParseSecrets(%v) err = %v", tc.in, err)
 			}
 			continue

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -164,6 +165,7 @@ func TestDeployManifests(t *testing.T) {
 	pvs := map[string]*corev1.PersistentVolume{}
 	claims := map[string]string{} // claim -> PV
 	var drivers, daemonsets int
+	inlineNode := false // the DaemonSet runs with --allow-inline-node-mode
 	for _, objs := range byFile {
 		for _, o := range objs {
 			switch o := o.(type) {
@@ -181,7 +183,7 @@ func TestDeployManifests(t *testing.T) {
 				}
 			case *appsv1.DaemonSet:
 				daemonsets++
-				checkDaemonSet(t, o)
+				inlineNode = checkDaemonSet(t, o)
 			}
 		}
 	}
@@ -195,14 +197,14 @@ func TestDeployManifests(t *testing.T) {
 				checkKustomization(t, file, o)
 			case *corev1.PersistentVolume:
 				if o.Spec.CSI != nil && o.Spec.CSI.Driver == DriverName {
-					if _, err := ParseSpec(o.Spec.CSI.VolumeAttributes, o.Spec.CSI.ReadOnly); err != nil {
+					if _, err := ParseSpec(kubeletAttrs(o.Spec.CSI.VolumeAttributes, false), o.Spec.CSI.ReadOnly); err != nil {
 						t.Errorf("%s: PV %s: %v", file, o.Name, err)
 					}
 				}
 			case *corev1.Pod:
-				checkPod(t, file+": pod "+o.Name, &o.Spec, pvs, claims)
+				checkPod(t, file, "pod "+o.Name, &o.Spec, pvs, claims, inlineNode)
 			case *batchv1.Job:
-				checkPod(t, file+": job "+o.Name, &o.Spec.Template.Spec, pvs, claims)
+				checkPod(t, file, "job "+o.Name, &o.Spec.Template.Spec, pvs, claims, inlineNode)
 			}
 		}
 	}
@@ -225,7 +227,9 @@ func checkKustomization(t *testing.T, file string, k *kustomization) {
 	}
 }
 
-func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
+// checkDaemonSet checks the plugin's container and reports whether it
+// allows node mode for inline volumes.
+func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) (inlineNode bool) {
 	var args []string
 	registrar := false
 	for _, c := range ds.Spec.Template.Spec.Containers {
@@ -242,17 +246,31 @@ func checkDaemonSet(t *testing.T, ds *appsv1.DaemonSet) {
 	if !slices.Contains(args, "--endpoint=unix:///csi/csi.sock") || !registrar {
 		t.Errorf("DaemonSet: strata args %v / registrar path must name /csi/csi.sock and %s", args, DriverName)
 	}
+	return slices.Contains(args, "--allow-inline-node-mode") || slices.Contains(args, "--allow-inline-node-mode=true")
 }
 
-// checkPod: every Strata volume parses, and a sidecar-mode one has the
-// hand-off emptyDir and a native `strata sidecar` mounting it.
-func checkPod(t *testing.T, where string, pod *corev1.PodSpec, pvs map[string]*corev1.PersistentVolume, claims map[string]string) {
+// kubeletAttrs are a volume's attributes as kubelet passes them to
+// NodePublishVolume with podInfoOnMount: true.
+func kubeletAttrs(attrs map[string]string, inline bool) map[string]string {
+	out := map[string]string{AttrEphemeral: strconv.FormatBool(inline)}
+	for k, v := range attrs {
+		out[k] = v
+	}
+	return out
+}
+
+// checkPod: every Strata volume parses as the volume it is (inline or
+// PV), a sidecar-mode one has the hand-off emptyDir and a native `strata
+// sidecar` mounting it, and an inline node-mode one is allowed by the
+// DaemonSet or its file says the driver needs --allow-inline-node-mode.
+func checkPod(t *testing.T, file, what string, pod *corev1.PodSpec, pvs map[string]*corev1.PersistentVolume, claims map[string]string, inlineNode bool) {
+	where := file + ": " + what
 	for _, v := range pod.Volumes {
 		var attrs map[string]string
 		readOnly := false
 		switch {
 		case v.CSI != nil && v.CSI.Driver == DriverName:
-			attrs = v.CSI.VolumeAttributes
+			attrs = kubeletAttrs(v.CSI.VolumeAttributes, true)
 			readOnly = v.CSI.ReadOnly != nil && *v.CSI.ReadOnly
 		case v.PersistentVolumeClaim != nil:
 			pv := pvs[claims[v.PersistentVolumeClaim.ClaimName]]
@@ -260,7 +278,7 @@ func checkPod(t *testing.T, where string, pod *corev1.PodSpec, pvs map[string]*c
 				t.Errorf("%s: claim %s has no PV in deploy/", where, v.PersistentVolumeClaim.ClaimName)
 				continue
 			}
-			attrs, readOnly = pv.Spec.CSI.VolumeAttributes, pv.Spec.CSI.ReadOnly
+			attrs, readOnly = kubeletAttrs(pv.Spec.CSI.VolumeAttributes, false), pv.Spec.CSI.ReadOnly
 		default:
 			continue
 		}
@@ -268,6 +286,11 @@ func checkPod(t *testing.T, where string, pod *corev1.PodSpec, pvs map[string]*c
 		if err != nil {
 			t.Errorf("%s: volume %s: %v", where, v.Name, err)
 			continue
+		}
+		if err := spec.checkInlineNodeMode(inlineNode); err != nil {
+			if b, _ := os.ReadFile(file); !strings.Contains(string(b), "--allow-inline-node-mode") {
+				t.Errorf("%s: volume %s: %v (and the file does not say the driver needs it)", where, v.Name, err)
+			}
 		}
 		if spec.Mode == ModeSidecar {
 			checkSidecar(t, where, pod, spec.HandoffVolume)

@@ -14,8 +14,10 @@
 //     last one leaves (nodemode.go).
 //
 // Files: driver.go (options, gRPC serving), node.go (the RPCs and their
-// argument checks), attrs.go (volume attributes and secrets), mountutil.go
-// (mountinfo, mount(2), binds). It also owns reading a container's cgroup
+// argument checks), attrs.go (volume attributes and secrets), policy.go
+// (the tenant model: what an inline volume, a PersistentVolume and only
+// the driver may set), cachekey.go (which node-mode volumes share a cache
+// directory), mountutil.go (mountinfo, mount(2), binds). It also owns reading a container's cgroup
 // memory limit (memlimit.go), which the sidecar uses to bound its memory
 // by default.
 //

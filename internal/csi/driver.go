@@ -39,7 +39,11 @@ type Options struct {
 	// ExtraMountArgs are added to every node-mode mount (e.g. the
 	// --endpoint-url of an in-cluster store).
 	ExtraMountArgs []string
-	Logger         *slog.Logger
+	// AllowInlineNodeMode lets inline ephemeral volumes (written by
+	// whoever may create a pod) ask for node mode: a mount run by the
+	// privileged plugin whose cache outlives the pod. Off by default.
+	AllowInlineNodeMode bool
+	Logger              *slog.Logger
 }
 
 // DefaultOptions are the DaemonSet's defaults.

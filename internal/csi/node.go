@@ -35,18 +35,21 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	readOnly := req.GetReadonly() || readerOnly(req.GetVolumeCapability().GetAccessMode().GetMode())
 	spec, err := ParseSpec(req.GetVolumeContext(), readOnly)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, attrError(err)
 	}
 	// A PV's spec.mountOptions arrive as mount flags: strata flags, like
 	// the mountOptions attribute.
-	flags, err := parseMountOptions(strings.Join(req.GetVolumeCapability().GetMount().GetMountFlags(), ","))
+	flags, err := parseMountOptions("spec.mountOptions", strings.Join(req.GetVolumeCapability().GetMount().GetMountFlags(), ","), spec.origin)
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, attrError(err)
 	}
 	spec.Args = append(spec.Args, flags...)
+	if err := spec.checkInlineNodeMode(d.opts.AllowInlineNodeMode); err != nil {
+		return nil, attrError(err)
+	}
 	creds, err := ParseSecrets(req.GetSecrets())
 	if err != nil {
-		return nil, status.Error(codes.InvalidArgument, err.Error())
+		return nil, attrError(err)
 	}
 	if d.opts.ValidateArgs != nil {
 		if err := d.opts.ValidateArgs(spec.Args); err != nil {
@@ -198,6 +201,16 @@ func (d *Driver) NodeGetCapabilities(ctx context.Context, _ *csi.NodeGetCapabili
 // NodeGetInfo names the node; there is no volume limit and no topology.
 func (d *Driver) NodeGetInfo(ctx context.Context, _ *csi.NodeGetInfoRequest) (*csi.NodeGetInfoResponse, error) {
 	return &csi.NodeGetInfoResponse{NodeId: d.opts.NodeID}, nil
+}
+
+// attrError is the gRPC error for a volume's attributes, secrets or
+// mount options: PermissionDenied for what this volume may not set,
+// InvalidArgument for the rest.
+func attrError(err error) error {
+	if errors.Is(err, errNotAllowed) {
+		return status.Error(codes.PermissionDenied, err.Error())
+	}
+	return status.Error(codes.InvalidArgument, err.Error())
 }
 
 // Codes for errors from this package.

@@ -132,10 +132,11 @@ func (n *nodeShares) ensureMounted(ctx context.Context, dir, mnt string, spec Sp
 			}
 		}
 	}
-	cacheDir := filepath.Join(n.opts.CacheRoot, spec.CacheKey())
+	cacheDir := filepath.Join(n.opts.CacheRoot, spec.CacheKey(creds, n.opts.ExtraMountArgs))
 	if holder := cache.LockHolder(cacheDir); holder != "" {
-		// Another node-mode mount of the same data with other options
-		// or credentials is running: this one gets its own cache.
+		// Another node-mode mount of the same data, identity and tier
+		// with other options (or a rotated secret) is running: this
+		// one gets its own cache.
 		cacheDir += "-" + filepath.Base(dir)[:8]
 	}
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {

@@ -1,0 +1,145 @@
+package csi
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+)
+
+// Who may set what. A volume's attributes come from one of two places:
+//
+//   - a PersistentVolume, written by the cluster's administrator (or a
+//     provisioner): trusted like the driver's own configuration;
+//   - an inline ephemeral volume in a pod spec, written by anyone who may
+//     create pods in a namespace: a tenant.
+//
+// Kubelet says which in csi.storage.k8s.io/ephemeral when the CSIDriver
+// has podInfoOnMount: true (its value overrides anything the pod spec put
+// under that key). Without it the driver cannot tell, and treats the
+// volume as inline.
+//
+// An inline volume may set the tuning options only. What changes where
+// the bytes come from or what the node exposes (the endpoint, the shared
+// tier, a metrics listener, a control socket) comes from a
+// PersistentVolume or from the driver (--mount-arg), and what names files
+// on the node (cache dir, log file, profile, key file, config) from the
+// driver only. Node mode for an inline volume needs the driver's
+// --allow-inline-node-mode.
+
+// AttrEphemeral is set by kubelet (podInfoOnMount): "true" for an inline
+// ephemeral volume, "false" for a PersistentVolume.
+const AttrEphemeral = podInfoPrefix + "ephemeral"
+
+// errNotAllowed is an option this volume may not set (PermissionDenied).
+var errNotAllowed = errors.New("not allowed for this volume")
+
+// Who may set a strata mount flag.
+const (
+	ScopeVolume = "volume"            // any volume, inline ones too: tuning
+	ScopePV     = "persistent-volume" // a PersistentVolume, or the driver
+	ScopeDriver = "driver"            // the driver only (--mount-arg)
+)
+
+var flagScopes = map[string]string{}
+
+func init() {
+	for _, f := range strings.Fields(`cache-size metadata-ttl region force-path-style no-sign-request anonymous
+		uid gid file-mode dir-mode log-level log-format block-size memory-limit max-readahead part-size
+		small-object max-fetches read-ahead-kb passthrough io-engine dir-prefetch upload upload-concurrency
+		upload-part-size rename-dir-limit warm-concurrency warm-on-mount history`) {
+		flagScopes[f] = ScopeVolume
+	}
+	for _, f := range strings.Fields(`endpoint-url shared-cache shared-cache-endpoint-url shared-cache-region
+		shared-cache-force-path-style shared-cache-read-only shared-cache-group-size shared-cache-timeout
+		shared-cache-write-concurrency shared-cache-write-buffer metrics-addr control-socket`) {
+		flagScopes[f] = ScopePV
+	}
+	for _, f := range strings.Fields(`cache-dir log-file foreground f allow-other key-file profile
+		shared-cache-profile config print-config help h read-only`) {
+		flagScopes[f] = ScopeDriver
+	}
+}
+
+// FlagScope says who may set the mount flag name: ScopeVolume,
+// ScopePV, ScopeDriver, or "" for a flag the driver does not know (which
+// no volume may set).
+func FlagScope(name string) string { return flagScopes[name] }
+
+// origin is where a volume's attributes come from.
+type origin int
+
+const (
+	originPV      origin = iota + 1
+	originInline         // csi.storage.k8s.io/ephemeral: "true"
+	originUnknown        // no csi.storage.k8s.io/ephemeral: treated as inline
+)
+
+func volumeOrigin(attrs map[string]string) (origin, error) {
+	v, ok := attrs[AttrEphemeral]
+	switch {
+	case !ok:
+		return originUnknown, nil
+	case v == "true":
+		return originInline, nil
+	case v == "false":
+		return originPV, nil
+	}
+	return 0, fmt.Errorf("%w: %s=%q: want true or false", errBadAttr, AttrEphemeral, v)
+}
+
+// inlineWhy ends a refusal of an option for a volume that is (or may be)
+// inline.
+func (o origin) inlineWhy() string {
+	if o == originUnknown {
+		return "this volume may be an inline ephemeral volume (kubelet did not set " + AttrEphemeral +
+			": the CSIDriver object needs podInfoOnMount: true, as deploy/kubernetes/csidriver.yaml has)"
+	}
+	return "an inline ephemeral volume may not set it"
+}
+
+// checkFlag refuses a mount flag this volume may not set.
+func (o origin) checkFlag(source, name string) error {
+	switch flagScopes[name] {
+	case ScopeVolume:
+		return nil
+	case ScopePV:
+		if o == originPV {
+			return nil
+		}
+		return fmt.Errorf("%w: %s: --%s changes where the volume's bytes come from or what the node exposes; %s: "+
+			"set it in a PersistentVolume, or on the driver with --mount-arg", errNotAllowed, source, name, o.inlineWhy())
+	case ScopeDriver:
+		if name == "read-only" {
+			return fmt.Errorf("%w: %s: --%s: use the %s volume attribute (or a read-only volume mount)", errNotAllowed, source, name, AttrReadOnly)
+		}
+		return fmt.Errorf("%w: %s: --%s is set by the driver, not by a volume (it names files on the node or "+
+			"runs the mount); a cluster admin can set it with the driver's --mount-arg", errNotAllowed, source, name)
+	}
+	return fmt.Errorf("%w: %s: --%s is not a mount option a volume may set (known: %s)", errBadAttr, source, name,
+		strings.Join(volumeFlags(o), ", "))
+}
+
+// volumeFlags lists what a volume of origin o may set, for messages.
+func volumeFlags(o origin) []string {
+	var out []string
+	for _, f := range sortedKeys(flagScopes) {
+		if s := flagScopes[f]; s == ScopeVolume || (s == ScopePV && o == originPV) {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+// checkInlineNodeMode refuses node mode for a volume that is (or may be)
+// inline unless the driver allows it: a node-mode mount runs in the
+// privileged plugin and its cache outlives the pod.
+func (s Spec) checkInlineNodeMode(allowed bool) error {
+	if s.Mode != ModeNode || s.origin == originPV || allowed {
+		return nil
+	}
+	return fmt.Errorf("%w: %s=%s: %s, because the driver was deployed without --allow-inline-node-mode; "+
+		"use a PersistentVolume, or sidecar mode", errNotAllowed, AttrMode, ModeNode, s.origin.inlineWhy())
+}
+
+// ScopedFlags lists every flag FlagScope knows.
+func ScopedFlags() []string { return sortedKeys(flagScopes) }
