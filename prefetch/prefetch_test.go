@@ -321,3 +321,33 @@ func TestBreakerIgnoresStaleFailures(t *testing.T) {
 		t.Fatalf("a fresh failure did not open the breaker: %v", err)
 	}
 }
+
+// A backend that never answers (a black hole: every attempt waits out its
+// timeout) fails a demand read within ResponseTimeout as ErrUnavailable,
+// and the breaker then fails the next read without a GET.
+func TestNoResponseFailsWithinResponseTimeout(t *testing.T) {
+	e := newEnv(t, 64, func(o *Options) {
+		o.RequestTimeout = 90 * time.Second // the bound without ResponseTimeout
+		o.ResponseTimeout = 100 * time.Millisecond
+	})
+	e.be.latency = time.Hour // answers only when cancelled
+	_, o := e.object(t, "hole", 8*bs)
+	r := e.f.NewReader(o)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.ReadAt(context.Background(), make([]byte, 1024), 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("read from a backend that never answers: %v (want ErrUnavailable)", err)
+		}
+	case <-time.After(time.Minute): // far past ResponseTimeout, short of RequestTimeout
+		t.Fatal("read from a backend that never answers still waiting after a minute")
+	}
+	gets := e.be.gets.Load()
+	if _, err := r.ReadAt(context.Background(), make([]byte, 1024), 4*bs); !errors.Is(err, backend.ErrUnavailable) || e.be.gets.Load() != gets {
+		t.Fatalf("next read: %v after %d more GETs (want ErrUnavailable from the breaker, no GET)", err, e.be.gets.Load()-gets)
+	}
+}
