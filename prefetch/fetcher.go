@@ -38,7 +38,7 @@ type Options struct {
 	// of uncached data fails in seconds rather than after every retry's
 	// timeout. The body is then bounded by RequestTimeout.
 	ResponseTimeout time.Duration
-	Logger         *slog.Logger
+	Logger          *slog.Logger
 }
 
 // DefaultOptions: 64 GETs, 8-block parts, a window from 1 to 64 MiB.
