@@ -320,7 +320,9 @@ func TestReadsUnderNetworkFaults(t *testing.T) {
 	tp.toxic(t, "s3", "cutoff", "limit_data", "downstream", 0.05, map[string]int64{"bytes": 256 << 10})
 	m := startMount(t, srv, srv.source(bucket, ""), "", append(endpointOf(addr), "--metadata-ttl", "indefinite")...)
 
-	const bound = 30 * time.Second // a stalled request costs one 3 s attempt timeout
+	// A stalled GET costs one 3 s attempt timeout, a stalled lookup (HEAD
+	// or LIST) one 30 s attempt timeout.
+	const bound = time.Minute
 	slowest := boundedReaders(t, m.dir, expect(files, ""), 8, bound)
 	t.Logf("%d reads, slowest %v; injected: %s", 8*len(files), slowest.Round(time.Millisecond), fp)
 	if fp.slowDown.Load() == 0 || fp.internal.Load() == 0 || fp.resets.Load() == 0 || fp.cuts.Load() == 0 || fp.stalls.Load() == 0 {
