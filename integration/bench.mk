@@ -30,10 +30,14 @@ bench-peers:
 		if [ "$$(id -u)" = 0 ]; then \
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing || \
 			{ apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing; }; \
-		else echo "missing:$$missing (sudo apt-get install$$missing); their rows will be skipped"; fi; \
+		else echo "missing:$$missing (sudo apt-get install$$missing); their bench rows will be skipped and make test fails"; fi; \
 	fi
 
 bench-tools: $(BIN)/toxiproxy-server bench-peers
+
+# make test runs the peers' smoke tests (integration/workload, demo), where
+# a missing peer is a failure (STRATA_E2E=1): install them first.
+test: bench-tools
 
 bench-bin:
 	$(GO) build -o $(BIN)/strata-bench ./integration/bench

@@ -235,7 +235,7 @@ func TestOpsFstab(t *testing.T) {
 	requireFUSE(t)
 	bin := testserver.Binary(t, "strata")
 	if _, err := exec.LookPath("mount"); err != nil {
-		t.Skip("no mount(8)")
+		testserver.SkipOrFail(t, "no mount(8): %v", err)
 	}
 	srv := startMinIO(t).(*minioServer)
 	bucket := srv.newBucket(t)
@@ -248,12 +248,12 @@ func TestOpsFstab(t *testing.T) {
 		t.Cleanup(func() { os.Remove(helper); os.Symlink(old, helper) })
 		os.Remove(helper)
 	} else if _, err := os.Lstat(helper); err == nil {
-		t.Skipf("%s exists and is not a symlink; not replacing it", helper)
+		testserver.SkipOrFail(t, "%s exists and is not a symlink; not replacing it", helper)
 	} else {
 		t.Cleanup(func() { os.Remove(helper) })
 	}
 	if err := os.Symlink(bin, helper); err != nil {
-		t.Skipf("cannot install %s: %v", helper, err)
+		testserver.SkipOrFail(t, "cannot install %s: %v", helper, err)
 	}
 
 	mnt, cacheDir := t.TempDir(), t.TempDir()

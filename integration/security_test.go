@@ -8,6 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/stratafs/strata/internal/testserver"
 )
 
 // asNobody runs a shell command as uid/gid 65534.
@@ -26,7 +28,7 @@ func asNobody(t *testing.T, script string) (string, error) {
 func TestPermissionsHonoured(t *testing.T) {
 	requireFUSE(t)
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to act as another user")
+		testserver.SkipOrFail(t, "needs root to act as another user")
 	}
 	srv := startMinIO(t)
 	bucket := srv.newBucket(t)

@@ -32,7 +32,13 @@ type Options struct {
 	Attempts       int           // tries per block range (each a fresh GET resuming where the last stopped)
 	RetryBackoff   time.Duration // first pause between attempts (doubles)
 	RequestTimeout time.Duration // bound on one GET, body included
-	Logger         *slog.Logger
+	// ResponseTimeout bounds the wait for a GET's response, the backend's
+	// own retries included: a backend that has not answered by then is
+	// taken as gone (ErrUnavailable, which opens the breaker), so a read
+	// of uncached data fails in seconds rather than after every retry's
+	// timeout. The body is then bounded by RequestTimeout.
+	ResponseTimeout time.Duration
+	Logger          *slog.Logger
 }
 
 // DefaultOptions: 64 GETs, 8-block parts, a window from 1 to 64 MiB.
@@ -40,7 +46,7 @@ func DefaultOptions() Options {
 	return Options{
 		MaxFetches: 64, PartBlocks: 8, InitialWindow: 1 << 20, MaxWindow: 64 << 20,
 		SmallObject: 4 << 20, Attempts: 4, RetryBackoff: 100 * time.Millisecond,
-		RequestTimeout: 5 * time.Minute,
+		RequestTimeout: 5 * time.Minute, ResponseTimeout: 8 * time.Second,
 	}
 }
 
@@ -315,6 +321,23 @@ func (f *Fetcher) run(t *task) {
 	}
 }
 
+// readRange is the backend's ReadRange given ResponseTimeout to answer:
+// past it, cancel ends the request and the fetch fails as ErrUnavailable.
+func (f *Fetcher) readRange(ctx context.Context, cancel context.CancelFunc, k cache.ObjectKey, off, n int64) (io.ReadCloser, error) {
+	if f.opts.ResponseTimeout <= 0 {
+		return f.be.ReadRange(ctx, k.Key, k.Version, off, n)
+	}
+	timer := time.AfterFunc(f.opts.ResponseTimeout, cancel)
+	body, err := f.be.ReadRange(ctx, k.Key, k.Version, off, n)
+	if timer.Stop() {
+		return body, err
+	}
+	if body != nil {
+		body.Close()
+	}
+	return nil, fmt.Errorf("prefetch: get %s: no response within %s: %w (%v)", k.Key, f.opts.ResponseTimeout, backend.ErrUnavailable, err)
+}
+
 // fetchFrom GETs blocks flights[from:] in one request, completing each as
 // its bytes arrive. It returns the index of the first flight not done,
 // whether any block completed, and whether the response had started.
@@ -330,7 +353,7 @@ func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (next int, progressed, 
 		return from, false, false, err
 	}
 	sent := f.health.now()
-	body, err := f.be.ReadRange(ctx, k.Key, k.Version, start, end-start)
+	body, err := f.readRange(ctx, cancel, k, start, end-start)
 	f.health.done(probe, sent, err)
 	if err != nil {
 		return from, false, false, err

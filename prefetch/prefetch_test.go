@@ -225,10 +225,10 @@ func TestVersionChangedAndBackendDown(t *testing.T) {
 	if _, err := r.ReadAt(context.Background(), buf, 0); err != nil {
 		t.Fatalf("cached block with backend down: %v", err)
 	}
-	if o.Has(5) {
-		t.Skip("block 5 was prefetched; nothing uncached to test")
-	}
-	if _, err := r.ReadAt(context.Background(), buf, 5*bs); !errors.Is(err, backend.ErrUnavailable) {
+	// Readahead may have cached any block of v by now: read one of an
+	// object nobody has read.
+	_, cold := e.object(t, "cold", 8*bs)
+	if _, err := e.f.NewReader(cold).ReadAt(context.Background(), buf, 5*bs); !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("uncached block with backend down: %v", err)
 	}
 }
@@ -319,5 +319,35 @@ func TestBreakerIgnoresStaleFailures(t *testing.T) {
 	b.done(false, now, backend.ErrUnavailable)
 	if _, err := b.allow(); !errors.Is(err, backend.ErrUnavailable) {
 		t.Fatalf("a fresh failure did not open the breaker: %v", err)
+	}
+}
+
+// A backend that never answers (a black hole: every attempt waits out its
+// timeout) fails a demand read within ResponseTimeout as ErrUnavailable,
+// and the breaker then fails the next read without a GET.
+func TestNoResponseFailsWithinResponseTimeout(t *testing.T) {
+	e := newEnv(t, 64, func(o *Options) {
+		o.RequestTimeout = 90 * time.Second // the bound without ResponseTimeout
+		o.ResponseTimeout = 100 * time.Millisecond
+	})
+	e.be.latency = time.Hour // answers only when cancelled
+	_, o := e.object(t, "hole", 8*bs)
+	r := e.f.NewReader(o)
+	done := make(chan error, 1)
+	go func() {
+		_, err := r.ReadAt(context.Background(), make([]byte, 1024), 0)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("read from a backend that never answers: %v (want ErrUnavailable)", err)
+		}
+	case <-time.After(time.Minute): // far past ResponseTimeout, short of RequestTimeout
+		t.Fatal("read from a backend that never answers still waiting after a minute")
+	}
+	gets := e.be.gets.Load()
+	if _, err := r.ReadAt(context.Background(), make([]byte, 1024), 4*bs); !errors.Is(err, backend.ErrUnavailable) || e.be.gets.Load() != gets {
+		t.Fatalf("next read: %v after %d more GETs (want ErrUnavailable from the breaker, no GET)", err, e.be.gets.Load()-gets)
 	}
 }

@@ -11,7 +11,7 @@ func copier(t *testing.T, b backend.Backend) backend.Copier {
 	t.Helper()
 	c, ok := b.(backend.Copier)
 	if !ok {
-		t.Skipf("%s does not implement backend.Copier", b)
+		t.Fatalf("%s does not implement backend.Copier (declare Harness.ReadOnly)", b)
 	}
 	return c
 }
@@ -20,7 +20,7 @@ func deleter(t *testing.T, b backend.Backend) backend.Deleter {
 	t.Helper()
 	d, ok := b.(backend.Deleter)
 	if !ok {
-		t.Skipf("%s does not implement backend.Deleter", b)
+		t.Fatalf("%s does not implement backend.Deleter (declare Harness.ReadOnly)", b)
 	}
 	return d
 }
@@ -45,7 +45,7 @@ func testCopy(t *testing.T, h Harness) {
 				src := h.seed(t, b, "c/src", data)
 				pin := map[string]string{"": "", "current": src.Version, "stale": old.Version}[c.pin]
 				info, err := cp.Copy(ctx(t), "c/src", pin, "c/dst")
-				skipUnsupported(t, err)
+				failUnsupported(t, err)
 				if c.wantErr != nil {
 					wantErr(t, "Copy pinned to a replaced version", err, c.wantErr)
 					_, serr := b.Stat(ctx(t), "c/dst")
@@ -75,7 +75,7 @@ func testCopy(t *testing.T, h Harness) {
 		h.seed(t, b, "c/src", data)
 		for _, src := range []string{"c/src", "c/empty"} {
 			info, err := cp.Copy(ctx(t), src, "", "c/dst")
-			skipUnsupported(t, err)
+			failUnsupported(t, err)
 			if err != nil {
 				t.Fatalf("Copy(%s): %v", src, err)
 			}
@@ -91,7 +91,7 @@ func testCopy(t *testing.T, h Harness) {
 		cp := copier(t, b)
 		h.seed(t, b, "c/other", data)
 		_, err := cp.Copy(ctx(t), "c/nope", "", "c/dst")
-		skipUnsupported(t, err)
+		failUnsupported(t, err)
 		wantErr(t, "Copy of a missing source", err, backend.ErrNotExist)
 		_, err = b.Stat(ctx(t), "c/dst")
 		wantErr(t, "Stat of the destination of a failed copy", err, backend.ErrNotExist)
@@ -106,7 +106,7 @@ func testDelete(t *testing.T, h Harness) {
 		h.seedAll(t, b, keys)
 		for _, k := range []string{"d/a", "d/sub/b"} {
 			err := d.Delete(ctx(t), k)
-			skipUnsupported(t, err)
+			failUnsupported(t, err)
 			if err != nil {
 				t.Fatalf("Delete(%q): %v", k, err)
 			}
@@ -125,7 +125,7 @@ func testDelete(t *testing.T, h Harness) {
 		h.seed(t, b, "d/a", []byte("x"))
 		for _, k := range []string{"nope", "d/nope", "d/a/below"} {
 			err := d.Delete(ctx(t), k)
-			skipUnsupported(t, err)
+			failUnsupported(t, err)
 			if err != nil {
 				t.Fatalf("Delete(%q) of a missing key: %v; want nil", k, err)
 			}

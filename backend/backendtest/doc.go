@@ -12,9 +12,11 @@
 //	}
 //
 // The suite covers Stat, List (order, paging, recursion, odd keys), ReadRange
-// (ranges, pinned versions, short bodies, concurrency) and, when the backend
-// implements them, the optional Writer, Copier and Deleter. Errors are
-// matched with errors.Is against the backend package's sentinels only.
+// (ranges, pinned versions, short bodies, concurrency) and Writer, Copier
+// and Deleter; a backend declared ReadOnly is checked to refuse all three
+// with ErrNotSupported instead. Nothing is skipped: optional behaviours a
+// backend does not declare are simply not run. Errors are matched with
+// errors.Is against the backend package's sentinels only.
 //
 // The page checks (CheckPage, CheckPageOrder) are exported so that other
 // tests, and fakes, can hold listings to the same rules.

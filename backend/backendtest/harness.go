@@ -14,7 +14,8 @@ import (
 
 // Caps declares what a backend supports beyond the contract every backend
 // meets. Zero values are the conservative choice: the matching subtests
-// are skipped.
+// are not run (never skipped: under `make test` a skip is a failure, and
+// the suite claims nothing a backend does not declare).
 type Caps struct {
 	// LongKeys: 1000-byte keys made of segments of at most 200 bytes.
 	LongKeys bool
@@ -45,6 +46,11 @@ type Harness struct {
 	PartSize int64
 	// Parallel runs the leaf subtests in parallel.
 	Parallel bool
+	// ReadOnly declares a backend that refuses Put, Copy and Delete with
+	// backend.ErrNotSupported (a wrapper around a read-only backend): the
+	// suite checks exactly that instead of the write subtests. A backend
+	// not declared ReadOnly that answers ErrNotSupported fails.
+	ReadOnly bool
 }
 
 // opTimeout bounds every call the suite makes, so a hanging backend fails
@@ -64,9 +70,52 @@ func Run(t *testing.T, h Harness) {
 	t.Run("List", func(t *testing.T) { testList(t, h) })
 	t.Run("OddKeys", func(t *testing.T) { testOddKeys(t, h) })
 	t.Run("ReadRange", func(t *testing.T) { testReadRange(t, h) })
+	if h.ReadOnly {
+		t.Run("ReadOnly", func(t *testing.T) { testReadOnly(t, h) })
+		return
+	}
 	t.Run("Put", func(t *testing.T) { testPut(t, h) })
 	t.Run("Copy", func(t *testing.T) { testCopy(t, h) })
 	t.Run("Delete", func(t *testing.T) { testDelete(t, h) })
+}
+
+// runIf runs a subtest of an optional behaviour only if the backend
+// declares it.
+func runIf(t *testing.T, declared bool, name string, fn func(*testing.T)) {
+	t.Helper()
+	if declared {
+		t.Run(name, fn)
+	}
+}
+
+// testReadOnly: every write is refused with ErrNotSupported and leaves the
+// seeded object as it was.
+func testReadOnly(t *testing.T, h Harness) {
+	b := h.leaf(t)
+	data := payload(100, 9)
+	h.seed(t, b, "ro", data)
+	c := ctx(t)
+	var errs []error
+	if w, ok := b.(backend.Writer); ok {
+		_, err := w.Put(c, "ro", bytes.NewReader([]byte("x")), 1, backend.PutOptions{})
+		errs = append(errs, err)
+	}
+	if cp, ok := b.(backend.Copier); ok {
+		_, err := cp.Copy(c, "ro", "", "ro-copy")
+		errs = append(errs, err)
+	}
+	if d, ok := b.(backend.Deleter); ok {
+		errs = append(errs, d.Delete(c, "ro"))
+	}
+	for i, err := range errs {
+		if !errors.Is(err, backend.ErrNotSupported) {
+			t.Errorf("write %d of a ReadOnly backend: %v, want ErrNotSupported", i, err)
+		}
+	}
+	mustRead(t, b, "ro", "", 0, data)
+	if _, err := b.Stat(c, "ro-copy"); !errors.Is(err, backend.ErrNotExist) {
+		t.Errorf("Stat of a copy a ReadOnly backend refused: %v, want ErrNotExist", err)
+	}
 }
 
 // leaf starts a leaf subtest: parallel if asked, with a fresh backend.
@@ -123,22 +172,22 @@ func (h Harness) seedAll(t *testing.T, b backend.Backend, keys []string) map[str
 	return m
 }
 
-// writer returns b's Writer or skips the test.
+// writer returns b's Writer; a backend not declared ReadOnly must have one.
 func writer(t *testing.T, b backend.Backend) backend.Writer {
 	t.Helper()
 	w, ok := b.(backend.Writer)
 	if !ok {
-		t.Skipf("%s does not implement backend.Writer", b)
+		t.Fatalf("%s does not implement backend.Writer (declare Harness.ReadOnly)", b)
 	}
 	return w
 }
 
-// skipUnsupported skips the test when a wrapper reports at run time that
-// the inner backend lacks the optional operation.
-func skipUnsupported(t *testing.T, err error) {
+// failUnsupported fails the test when a backend not declared ReadOnly
+// reports at run time that it lacks a write operation.
+func failUnsupported(t *testing.T, err error) {
 	t.Helper()
 	if errors.Is(err, backend.ErrNotSupported) {
-		t.Skipf("operation not supported: %v", err)
+		t.Fatalf("operation not supported: %v (declare Harness.ReadOnly)", err)
 	}
 }
 

@@ -146,10 +146,7 @@ func testList(t *testing.T, h Harness) {
 			}
 		}
 	})
-	t.Run("FolderObjects", func(t *testing.T) {
-		if !h.Caps.FolderObjects {
-			t.Skip("backend has no folder placeholder objects (Caps.FolderObjects)")
-		}
+	runIf(t, h.Caps.FolderObjects, "FolderObjects", func(t *testing.T) {
 		b := h.leaf(t)
 		keys := []string{"dir/", "dir/x", "dir/sub/", "top"}
 		for _, k := range keys {
@@ -166,10 +163,7 @@ func testList(t *testing.T, h Harness) {
 		checkRecursive(t, b, keys, "", 0)
 		checkRecursive(t, b, keys, "", 1)
 	})
-	t.Run("KeyAndPrefix", func(t *testing.T) {
-		if !h.Caps.KeyAndPrefix {
-			t.Skip("a key cannot also be a prefix on this backend (Caps.KeyAndPrefix)")
-		}
+	runIf(t, h.Caps.KeyAndPrefix, "KeyAndPrefix", func(t *testing.T) {
 		b := h.leaf(t)
 		keys := []string{"kp", "kp/child", "kp0"}
 		h.seedAll(t, b, keys)

@@ -58,10 +58,7 @@ func testOddKeys(t *testing.T, h Harness) {
 		b := h.leaf(t)
 		checkKeys(t, h, b, oddKeys)
 	})
-	t.Run("LongKeys", func(t *testing.T) {
-		if !h.Caps.LongKeys {
-			t.Skip("1000-byte keys not supported (Caps.LongKeys)")
-		}
+	runIf(t, h.Caps.LongKeys, "LongKeys", func(t *testing.T) {
 		b := h.leaf(t)
 		k := longKey("long/", 1000, 200)
 		if len(k) != 1000 {
@@ -69,10 +66,7 @@ func testOddKeys(t *testing.T, h Harness) {
 		}
 		checkKeys(t, h, b, []string{k, "long/short"})
 	})
-	t.Run("NonPathKeys", func(t *testing.T) {
-		if !h.Caps.NonPathKeys {
-			t.Skip("keys that are not local paths not supported (Caps.NonPathKeys)")
-		}
+	runIf(t, h.Caps.NonPathKeys, "NonPathKeys", func(t *testing.T) {
 		b := h.leaf(t)
 		checkKeys(t, h, b, []string{
 			"raw/a//b", "raw/./x", "raw/../y", "raw/z/.", "raw//lead",

@@ -16,7 +16,7 @@ import (
 func put(t *testing.T, b backend.Backend, key string, data []byte, opt backend.PutOptions) (backend.ObjectInfo, error) {
 	t.Helper()
 	info, err := writer(t, b).Put(ctx(t), key, bytes.NewReader(data), int64(len(data)), opt)
-	skipUnsupported(t, err)
+	failUnsupported(t, err)
 	if err != nil {
 		return info, err
 	}
@@ -139,7 +139,7 @@ func testPut(t *testing.T, h Harness) {
 		wg.Wait()
 		close(errs)
 		for err := range errs {
-			skipUnsupported(t, err)
+			failUnsupported(t, err)
 			t.Errorf("create-only Put: %v (want nil or ErrPreconditionFailed)", err)
 		}
 		if won.Load() != 1 {
@@ -160,7 +160,7 @@ func testPut(t *testing.T, h Harness) {
 					defer cancel()
 					r := &cancelAt{r: bytes.NewReader(payload(size, 2)), at: int64(size / 2), cancel: cancel}
 					_, err := w.Put(c, "p/obj", r, int64(size), backend.PutOptions{PartSize: h.PartSize, Concurrency: 1})
-					skipUnsupported(t, err)
+					failUnsupported(t, err)
 					wantErr(t, "Put with a context cancelled mid-upload", err, context.Canceled)
 					st, serr := b.Stat(ctx(t), "p/obj")
 					if !exists {

@@ -60,6 +60,7 @@ func TestConformanceReadOnlyInner(t *testing.T) {
 		},
 		Caps:     backendtest.Caps{LongKeys: true},
 		Parallel: true,
+		ReadOnly: true,
 	})
 }
 

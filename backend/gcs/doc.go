@@ -75,7 +75,7 @@
 //     honoured and checked at finalization, as on GCS.
 //   - A resumable upload forgets its declared CRC32C after the first
 //     chunk: multi-chunk uploads are not checksum-verified (GCS verifies
-//     them). TestUploadChecksumEnforced skips that case only.
+//     them). TestUploadChecksumEnforced checks one-request uploads only.
 //   - XML API downloads are routed by Host: -public-host must be the
 //     server's own host:port, or the Host header is taken for a bucket.
 //     The test harness sets it.

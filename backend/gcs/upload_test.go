@@ -5,7 +5,6 @@ import (
 	"compress/gzip"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"testing"
@@ -167,37 +166,24 @@ func TestGzipObjectReadAsStored(t *testing.T) {
 
 // GCS refuses an upload whose data does not match the CRC32C declared
 // for it, and no object appears. Put relies on this: the library declares
-// the checksum of what it sent (automatic CRC32C).
+// the checksum of what it sent (automatic CRC32C). Only the one-request
+// upload is checked here: fake-gcs-server v1.56.1 forgets the declared
+// checksum after the first chunk of a resumable upload (doc.go), so a
+// multi-chunk case could only be skipped, and a skip proves nothing.
 func TestUploadChecksumEnforced(t *testing.T) {
 	f := startFake(t, "bkt")
 	b := newTestBackend(t, f.Endpoint, "bkt", nil)
 	ctx := context.Background()
-	for _, chunked := range []bool{false, true} {
-		t.Run(map[bool]string{false: "OneRequest", true: "Chunked"}[chunked], func(t *testing.T) {
-			key := fmt.Sprintf("crc-%v", chunked)
-			w := b.bucket.Object(key).NewWriter(ctx)
-			w.SendCRC32C = true
-			w.CRC32C = 12345 // wrong
-			data := testData(100, 1)
-			if chunked {
-				w.ChunkSize = chunkQuantum
-				data = testData(3*chunkQuantum, 1)
-			}
-			if _, err := w.Write(data); err != nil {
-				t.Fatal(err)
-			}
-			err := w.Close()
-			if err == nil && chunked {
-				// Deviation: fake-gcs-server v1.56.1 forgets the declared
-				// checksum after the first chunk of a resumable upload.
-				t.Skip("fake-gcs-server does not verify the checksum of a multi-chunk upload (real GCS does)")
-			}
-			if err == nil {
-				t.Fatal("upload with a wrong CRC32C succeeded")
-			}
-			if _, err := b.Stat(ctx, key); !errors.Is(err, backend.ErrNotExist) {
-				t.Fatalf("a refused upload left an object: %v", err)
-			}
-		})
+	w := b.bucket.Object("crc").NewWriter(ctx)
+	w.SendCRC32C = true
+	w.CRC32C = 12345 // wrong
+	if _, err := w.Write(testData(100, 1)); err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Close(); err == nil {
+		t.Fatal("upload with a wrong CRC32C succeeded")
+	}
+	if _, err := b.Stat(ctx, "crc"); !errors.Is(err, backend.ErrNotExist) {
+		t.Fatalf("a refused upload left an object: %v", err)
 	}
 }

@@ -53,7 +53,12 @@ func (b *Backend) head(ctx context.Context, op, key, version string) (backend.Ob
 
 func (b *Backend) metaTimeout() func(*s3.Options) { return withTimeout(b.opt.RequestTimeout, false) }
 func (b *Backend) xferTimeout() func(*s3.Options) { return withTimeout(b.opt.TransferTimeout, false) }
-func (b *Backend) getTimeout() func(*s3.Options)  { return withTimeout(b.opt.RequestTimeout, true) }
+func (b *Backend) getTimeout() func(*s3.Options) {
+	if b.opt.ResponseTimeout > 0 {
+		return withTimeout(b.opt.ResponseTimeout, true)
+	}
+	return withTimeout(b.opt.RequestTimeout, true)
+}
 
 // ReadRange streams [off, off+n) of key with a ranged GET carrying
 // If-Match (a 412 is ErrVersionChanged). The body is watched for stalls,

@@ -163,6 +163,23 @@ func TestRetriesAndAttemptTimeouts(t *testing.T) {
 			}
 		}
 	})
+	t.Run("ResponseTimeoutBoundsGETsOnly", func(t *testing.T) {
+		// Headers 500 ms late: within RequestTimeout (a metadata request
+		// waits), past ResponseTimeout (every GET attempt times out).
+		f, b := newFake(t, []byte("x"))
+		b.opt.RequestTimeout, b.opt.ResponseTimeout = 10*time.Second, 100*time.Millisecond
+		f.set(func() { f.delay = 500 * time.Millisecond })
+		if _, err := b.Stat(ctx, "obj"); err != nil {
+			t.Fatalf("Stat with headers 500 ms late and RequestTimeout 10 s: %v", err)
+		}
+		before := f.requests.Load()
+		if _, err := readAll(t, b, "", 0, 1); !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("GET with headers 500 ms late and ResponseTimeout 100 ms: %v, want ErrUnavailable", err)
+		}
+		if n := f.requests.Load() - before; n != int32(b.opt.MaxAttempts) {
+			t.Errorf("%d GET attempts, want %d", n, b.opt.MaxAttempts)
+		}
+	})
 	t.Run("CallerCancelIsNotUnavailable", func(t *testing.T) {
 		f, b := newFake(t, []byte("x"))
 		f.set(func() { f.delay = 2 * time.Second })

@@ -16,6 +16,8 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/internal/testserver"
 )
 
 // TestConcurrentCallers: many goroutines share one engine and one file,
@@ -355,7 +357,7 @@ func TestUnavailableUnderSeccomp(t *testing.T) {
 	out, err := cmd.CombinedOutput()
 	switch {
 	case strings.Contains(string(out), "--- SKIP"):
-		t.Skipf("child skipped:\n%s", out)
+		testserver.SkipOrFail(t, "child skipped:\n%s", out)
 	case err != nil || !strings.Contains(string(out), "CHILD-OK"):
 		t.Fatalf("child: %v\n%s", err, out)
 	}
@@ -370,11 +372,11 @@ func seccompChild(t *testing.T) {
 	}
 	prog := unix.SockFprog{Len: uint16(len(filter)), Filter: &filter[0]}
 	if err := unix.Prctl(unix.PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0); err != nil {
-		t.Skipf("prctl(NO_NEW_PRIVS): %v", err)
+		testserver.SkipOrFail(t, "prctl(NO_NEW_PRIVS): %v", err)
 	}
 	if _, _, errno := unix.Syscall(unix.SYS_SECCOMP, unix.SECCOMP_SET_MODE_FILTER,
 		unix.SECCOMP_FILTER_FLAG_TSYNC, uintptr(unsafe.Pointer(&prog))); errno != 0 {
-		t.Skipf("seccomp filter: %v", errno)
+		testserver.SkipOrFail(t, "seccomp filter: %v", errno)
 	}
 	_, err := New(KindUring, DefaultOptions())
 	if !errors.Is(err, ErrUnavailable) || !errors.Is(err, unix.EPERM) || !strings.Contains(err.Error(), "seccomp") {

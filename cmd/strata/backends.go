@@ -14,7 +14,10 @@ import (
 
 // openBackend builds the backend for src with the connection settings of
 // cfg. Backends retry internally; the attempt counts here bound how long a
-// dead endpoint can hold a read before it gets EIO.
+// dead endpoint can hold a metadata request. A read is bounded by the
+// fetcher's ResponseTimeout (8 s, retries included: README's "EIO within
+// 10 seconds"); an S3 GET attempt waits 3 s for headers, so that a lost
+// request is retried well within it.
 func openBackend(ctx context.Context, src config.Source, cfg *config.Config) (backend.Backend, error) {
 	switch src.Scheme {
 	case "s3":
@@ -26,6 +29,7 @@ func openBackend(ctx context.Context, src config.Source, cfg *config.Config) (ba
 		o.NoSignRequest = cfg.NoSignRequest
 		o.MaxAttempts = 5
 		o.MaxBackoff = 2 * time.Second
+		o.ResponseTimeout = 3 * time.Second
 		o.MaxConns = max(o.MaxConns, 2*cfg.MaxFetches)
 		return asBackend(s3.New(ctx, src.Bucket, o))
 	case "gs":

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/stratafs/strata/integration/workload"
+	"github.com/stratafs/strata/internal/testserver"
 )
 
 func TestChart(t *testing.T) {
@@ -39,10 +40,7 @@ func needTools(t *testing.T, names ...string) {
 	t.Helper()
 	for _, n := range names {
 		if _, err := workload.Tool(n); err != nil {
-			if os.Getenv("STRATA_E2E") == "1" {
-				t.Fatalf("%v (run `make tools bench-tools`)", err)
-			}
-			t.Skipf("%v; run `make tools bench-tools` to run this test", err)
+			testserver.SkipOrFail(t, "%v; run `make tools bench-tools` to run this test", err)
 		}
 	}
 }
@@ -122,10 +120,10 @@ func TestSmokeStrata(t *testing.T) {
 		t.Skip("starts MinIO and toxiproxy and mounts")
 	}
 	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
-		t.Skipf("strata mount unavailable, strata rows not smoke-tested: %v", err)
+		testserver.SkipOrFail(t, "strata mount unavailable, strata rows not smoke-tested (run `make build`): %v", err)
 	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
+		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
 	}
 	r, out := smoke(t, "local,strata,"+asyncName+","+secondNodeName, "0ms")
 	n := map[string]int{}
@@ -155,10 +153,10 @@ func TestSmokeGCS(t *testing.T) {
 		t.Skip("starts fake-gcs-server, MinIO and toxiproxy and mounts")
 	}
 	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
-		t.Skipf("strata mount unavailable: %v", err)
+		testserver.SkipOrFail(t, "strata mount unavailable (run `make build`): %v", err)
 	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
+		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
 	}
 	needTools(t, "fake-gcs-server")
 	r, out := smoke(t, "local,strata,rclone", "0ms,20ms", "-backend", "gcs")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stratafs/strata/integration/workload"
+	"github.com/stratafs/strata/internal/testserver"
 )
 
 func TestMain(m *testing.M) {
@@ -95,7 +96,7 @@ func demoSmoke(t *testing.T, args ...string) *Result {
 		t.Skip("starts a server and mounts")
 	}
 	if _, err := os.Stat("/dev/fuse"); err != nil {
-		t.Skip("no /dev/fuse")
+		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
 	}
 	cfg, err := parseFlags(append([]string{"-files", "60", "-dirs", "3", "-file-size", "32KiB",
 		"-large", "1", "-large-size", "3MiB", "-procs", "2", "-workdir", t.TempDir()}, args...))
@@ -122,17 +123,14 @@ func demoSmoke(t *testing.T, args ...string) *Result {
 func needTool(t *testing.T, name string) {
 	t.Helper()
 	if _, err := workload.Tool(name); err != nil {
-		if os.Getenv("STRATA_E2E") == "1" {
-			t.Fatalf("%v (run `make tools`)", err)
-		}
-		t.Skipf("%v; run `make tools` to run this test", err)
+		testserver.SkipOrFail(t, "%v; run `make tools` to run this test", err)
 	}
 }
 
 func needStrata(t *testing.T) {
 	t.Helper()
 	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
-		t.Skipf("strata mount unavailable, demo not smoke-tested on strata: %v", err)
+		testserver.SkipOrFail(t, "strata mount unavailable, demo not smoke-tested on strata (run `make build`): %v", err)
 	}
 }
 
@@ -157,7 +155,7 @@ func TestDemoStrataGCS(t *testing.T) {
 func TestDemoPeer(t *testing.T) {
 	needTool(t, "minio")
 	if err := (&workload.Rclone{}).Available(context.Background()); err != nil {
-		t.Skip("rclone not installed")
+		testserver.SkipOrFail(t, "rclone not installed (`make bench-peers` installs it): %v", err)
 	}
 	demoSmoke(t, "-mounter", "rclone")
 }

@@ -7,16 +7,15 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stratafs/strata/internal/testserver"
 )
 
 // needTool skips (or, under STRATA_E2E=1, fails) when a binary is missing.
 func needTool(t *testing.T, name string) {
 	t.Helper()
 	if _, err := Tool(name); err != nil {
-		if os.Getenv("STRATA_E2E") == "1" {
-			t.Fatalf("%v (run `make tools bench-tools`)", err)
-		}
-		t.Skipf("%v; run `make tools bench-tools` to run this test", err)
+		testserver.SkipOrFail(t, "%v; run `make tools bench-tools` to run this test", err)
 	}
 }
 
@@ -86,12 +85,10 @@ func TestServersEndToEnd(t *testing.T) {
 	for _, mt := range []Mounter{&Rclone{}, &S3fs{}, &Strata{}, &Strata{Background: true}} {
 		t.Run(mt.Name(), func(t *testing.T) {
 			if err := mt.Available(ctx); err != nil {
-				t.Skipf("%s not installed: %v", mt.Name(), err)
+				testserver.SkipOrFail(t, "%s not installed (`make bench-peers` installs rclone and s3fs): %v", mt.Name(), err)
 			}
-			if os.Geteuid() != 0 {
-				if _, err := os.Stat("/dev/fuse"); err != nil {
-					t.Skip("no /dev/fuse")
-				}
+			if _, err := os.Stat("/dev/fuse"); err != nil {
+				testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
 			}
 			base := filepath.Join(dir, mt.Name()+time.Now().Format("150405.000000"))
 			spec := MountSpec{Bucket: "bench", Prefix: "img", Endpoint: srv.Endpoint, Region: srv.Region,

@@ -3,7 +3,8 @@
 // throwaway data directories. The binaries come from the repository's ./bin,
 // where `make tools` installs them at pinned versions.
 //
-// When STRATA_E2E=1 (set by `make test`) a missing binary fails the test;
+// When STRATA_E2E=1 (set by `make test`) a missing binary, or any other
+// missing prerequisite a test reports through SkipOrFail, fails the test;
 // otherwise the test is skipped with a message saying how to install it.
 package testserver
 
@@ -53,8 +54,20 @@ func BinDir() (string, error) {
 // (make test sets STRATA_E2E=1): then a missing tool fails instead of skipping.
 func Required() bool { return os.Getenv("STRATA_E2E") == "1" }
 
+// SkipOrFail skips the test, saying why, or fails it when end-to-end
+// prerequisites are required (see Required): under `make test` a skipped
+// test would be a claim nobody checked. -short runs skip with t.Skip.
+func SkipOrFail(tb testing.TB, format string, args ...any) {
+	tb.Helper()
+	if Required() {
+		tb.Fatalf("STRATA_E2E=1, where a skip is a failure: "+format, args...)
+		return
+	}
+	tb.Skipf(format, args...)
+}
+
 // Binary returns the path of a tool in BinDir, failing or skipping the test
-// when it is missing (see Required).
+// when it is missing (see SkipOrFail).
 func Binary(tb testing.TB, name string) string {
 	tb.Helper()
 	dir, err := BinDir()
@@ -63,10 +76,7 @@ func Binary(tb testing.TB, name string) string {
 	}
 	p := filepath.Join(dir, name)
 	if _, err := os.Stat(p); err != nil {
-		if Required() {
-			tb.Fatalf("%s not found at %s (run `make tools` / `make build`)", name, p)
-		}
-		tb.Skipf("%s not found at %s; run `make tools` (or `make test`, which does) to run this test", name, p)
+		SkipOrFail(tb, "%s not found at %s; run `make tools` (or `make test`, which does) to run this test", name, p)
 	}
 	return p
 }
