@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/stratafs/strata/internal/config"
@@ -47,4 +50,22 @@ func bindMountFlags(fs *pflag.FlagSet, c *config.Config) {
 	bindWriteFlags(fs, &c.Write)
 	bindSharedFlags(fs, &c.Shared)
 	bindOpsFlags(fs, &c.Ops)
+}
+
+// requireFlag marks flag name of cmd required. It fails only for a name
+// cmd does not define: a typo here, so it panics.
+func requireFlag(cmd *cobra.Command, name string) {
+	if err := cmd.MarkFlagRequired(name); err != nil {
+		panic(fmt.Sprintf("strata: %s: %v", cmd.Name(), err))
+	}
+}
+
+// hideFlags hides the named flags of fs from --help. It fails only for a
+// name fs does not define: a typo here, so it panics.
+func hideFlags(fs *pflag.FlagSet, names ...string) {
+	for _, name := range names {
+		if err := fs.MarkHidden(name); err != nil {
+			panic(fmt.Sprintf("strata: %v", err))
+		}
+	}
 }

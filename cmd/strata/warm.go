@@ -54,10 +54,8 @@ Use the same --cache-dir (and endpoint flags) as the mount.`,
 		},
 	}
 	bindMountFlags(cmd.Flags(), &cfg)
-	for _, name := range []string{"read-only", "allow-other", "uid", "gid", "file-mode", "dir-mode", "foreground",
-		"log-file", "read-ahead-kb", "passthrough", "metrics-addr", "control-socket", "history", "print-config"} {
-		cmd.Flags().MarkHidden(name)
-	}
+	hideFlags(cmd.Flags(), "read-only", "allow-other", "uid", "gid", "file-mode", "dir-mode", "foreground",
+		"log-file", "read-ahead-kb", "passthrough", "metrics-addr", "control-socket", "history", "print-config")
 	cmd.Flags().StringVar(&wf.prefix, "prefix", "", "warm only keys starting with this prefix, relative to SOURCE (e.g. train/ or train/shard-00)")
 	cmd.Flags().StringVar(&wf.fromList, "from-list", "", "warm the files and directories listed in FILE, one path relative to SOURCE per line (- for stdin)")
 	cmd.Flags().DurationVar(&wf.interval, "progress-interval", 10*time.Second, "how often to print a progress line when not on a terminal")
@@ -170,9 +168,7 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 // error if any.
 func warmReport(p WarmProgress, err error, via string, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(p)
+		err = errors.Join(err, printJSON(p))
 	} else if p.Objects > 0 || err == nil {
 		el := time.Duration(p.Elapsed * float64(time.Second))
 		rate := ""
