@@ -69,7 +69,9 @@ func startCSIIn(t *testing.T, dir string) *csiPlugin {
 		}
 		// Nothing may stay mounted under the test's directories.
 		for _, m := range csiMountsUnder(dir) {
-			syscall.Unmount(m, syscall.MNT_DETACH)
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				t.Logf("clean-up: unmount %s: %v", m, err)
+			}
 		}
 	})
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -98,7 +100,7 @@ func (p *csiPlugin) stop() {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM) // if it is gone already, Wait says how
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
 	select {
@@ -107,9 +109,8 @@ func (p *csiPlugin) stop() {
 			p.t.Errorf("strata csi exited with %v after SIGTERM", err)
 		}
 	case <-time.After(20 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-		p.t.Error("strata csi still running 20s after SIGTERM")
+		_ = p.cmd.Process.Kill() // the test fails either way
+		p.t.Errorf("strata csi still running 20s after SIGTERM (killed: %v)", <-done)
 	}
 	p.cmd = nil
 }
@@ -128,7 +129,9 @@ func podTarget(t *testing.T, kubelet, podUID, volume string) (target, handoff st
 	}
 	t.Cleanup(func() {
 		for _, m := range csiMountsUnder(pod) {
-			syscall.Unmount(m, syscall.MNT_DETACH)
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				t.Logf("clean-up: unmount %s: %v", m, err)
+			}
 		}
 	})
 	return target, handoff
