@@ -44,11 +44,13 @@ tools: sysdeps $(BIN)/minio $(BIN)/fake-gcs-server
 unit:
 	$(GO) test -race -short ./...
 
-# The whole suite with the race detector, then the unit tests again on one
-# CPU (GOMAXPROCS=1 finds code that only works with parallelism), then every
+# The check lane first (make check, integration/check.mk: gofmt, go vet,
+# golangci-lint, go mod tidy; a finding fails the run), then the whole suite
+# with the race detector, then the unit tests again on one CPU
+# (GOMAXPROCS=1 finds code that only works with parallelism), then every
 # fuzz target for a short bounded time (CI_FUZZ_TIME each).
 CI_FUZZ_TIME ?= 5s
-test: build tools
+test: check build tools
 	STRATA_E2E=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	GOMAXPROCS=1 $(GO) test -race -short -count=1 ./...
 	$(MAKE) --no-print-directory fuzz FUZZ_TIME=$(CI_FUZZ_TIME)

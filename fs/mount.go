@@ -122,7 +122,9 @@ func probePassthrough(srv *fuse.Server, dir string) (bool, string) {
 		}
 		return false, why
 	}
-	srv.UnregisterBackingFd(id)
+	// The probe answered; a mapping left registered pins only the probe
+	// file, until the mount ends.
+	_ = srv.UnregisterBackingFd(id)
 	return true, ""
 }
 

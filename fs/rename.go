@@ -137,7 +137,11 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 	}
 	if len(objs) == 0 && len(locals) == 0 { // keep an empty directory visible
 		if w, ok := f.be.(backend.Writer); ok {
-			w.Put(ctx, newPrefix, strings.NewReader(""), 0, backend.PutOptions{})
+			// The old name had no object either: without the marker the
+			// new name is still listed from the cache until its TTL.
+			if _, err := w.Put(ctx, newPrefix, strings.NewReader(""), 0, backend.PutOptions{}); err != nil {
+				f.log.Warn("fs: rename: marking the empty directory", "dir", newPrefix, "err", err)
+			}
 		}
 	}
 	f.meta.Remove(d.key.get(), name)

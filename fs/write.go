@@ -230,7 +230,9 @@ func (n *fileNode) openPending() (*os.File, error) {
 	key := n.key.get()
 	p, _, ok := f.wb.StagingPath(key)
 	if !ok {
-		f.wb.WaitKey(context.Background(), key) // finishing: the hook is about to run
+		// Finishing: the hook is about to run. Its outcome is read from
+		// n.entry below, not from the upload's error.
+		_ = f.wb.WaitKey(context.Background(), key)
 		n.mu.Lock()
 		defer n.mu.Unlock()
 		if n.entry.Local {
@@ -410,7 +412,7 @@ func (n *fileNode) release(h *fileHandle) {
 	switch wb := n.fsys.wb; {
 	case late:
 		go func() {
-			n.commit(context.Background())
+			_ = n.commit(context.Background()) // commit logs a failure; the data is kept
 			wb.Unhold(n.key.get())
 		}()
 	case last:
@@ -516,9 +518,10 @@ func (n *fileNode) forgetIfNew() {
 	// wait on a lock the triggering request holds).
 	parent := n.parentDir()
 	go func() {
-		n.NotifyContent(0, 0)
+		// Best effort: ENOENT says the kernel had nothing cached.
+		_ = n.NotifyContent(0, 0)
 		if gone && parent != nil {
-			parent.NotifyEntry(name)
+			_ = parent.NotifyEntry(name)
 		}
 	}()
 	if gone {

@@ -1,5 +1,6 @@
 # The check lane: formatting, vet, golangci-lint (.golangci.yml) and a tidy
-# go.mod. Included by the top-level Makefile, which defines GO and BIN.
+# go.mod. Included by the top-level Makefile, which defines GO and BIN;
+# `make test` runs it first.
 #
 #   make check          fails on the first finding
 #   make lint           golangci-lint alone

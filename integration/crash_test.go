@@ -216,7 +216,9 @@ func TestFlippedCacheBytes(t *testing.T) {
 		if st.Size() > 0 {
 			off := rng.Int64N(st.Size())
 			b := []byte{0}
-			f.ReadAt(b, off)
+			if _, err := f.ReadAt(b, off); err != nil {
+				t.Fatal(err)
+			}
 			b[0] ^= 1 << rng.IntN(8)
 			if _, err := f.WriteAt(b, off); err != nil {
 				t.Fatal(err)

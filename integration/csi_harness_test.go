@@ -71,7 +71,9 @@ func startCSIIn(t *testing.T, dir string, extra ...string) *csiPlugin {
 		}
 		// Nothing may stay mounted under the test's directories.
 		for _, m := range csiMountsUnder(dir) {
-			syscall.Unmount(m, syscall.MNT_DETACH)
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				t.Logf("clean-up: unmount %s: %v", m, err)
+			}
 		}
 	})
 	conn, err := grpc.NewClient("unix://"+sock, grpc.WithTransportCredentials(insecure.NewCredentials()))
@@ -100,7 +102,7 @@ func (p *csiPlugin) stop() {
 	if p.cmd == nil || p.cmd.Process == nil {
 		return
 	}
-	p.cmd.Process.Signal(syscall.SIGTERM)
+	_ = p.cmd.Process.Signal(syscall.SIGTERM) // if it is gone already, Wait says how
 	done := make(chan error, 1)
 	go func() { done <- p.cmd.Wait() }()
 	select {
@@ -109,9 +111,8 @@ func (p *csiPlugin) stop() {
 			p.t.Errorf("strata csi exited with %v after SIGTERM", err)
 		}
 	case <-time.After(20 * time.Second):
-		p.cmd.Process.Kill()
-		<-done
-		p.t.Error("strata csi still running 20s after SIGTERM")
+		_ = p.cmd.Process.Kill() // the test fails either way
+		p.t.Errorf("strata csi still running 20s after SIGTERM (killed: %v)", <-done)
 	}
 	p.cmd = nil
 }
@@ -130,7 +131,9 @@ func podTarget(t *testing.T, kubelet, podUID, volume string) (target, handoff st
 	}
 	t.Cleanup(func() {
 		for _, m := range csiMountsUnder(pod) {
-			syscall.Unmount(m, syscall.MNT_DETACH)
+			if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil {
+				t.Logf("clean-up: unmount %s: %v", m, err)
+			}
 		}
 	})
 	return target, handoff

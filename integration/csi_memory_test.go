@@ -118,7 +118,7 @@ func TestCSISidecarBoundedMemoryAndBusyUnmount(t *testing.T) {
 		select {
 		case <-exited:
 		default:
-			cmd.Process.Kill()
+			_ = cmd.Process.Kill() // it may exit meanwhile: <-exited waits either way
 			<-exited
 		}
 	}()

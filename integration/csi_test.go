@@ -82,7 +82,7 @@ func startSidecar(t *testing.T, handoff, cacheDir string) *sidecarProc {
 		select {
 		case <-s.exited:
 		default:
-			s.cmd.Process.Kill()
+			_ = s.cmd.Process.Kill() // it may exit meanwhile: <-s.exited waits either way
 			<-s.exited
 		}
 		if t.Failed() {
@@ -191,7 +191,9 @@ func TestCSISidecarExitsOnSIGTERM(t *testing.T) {
 	if b, err := os.ReadFile(filepath.Join(target, "labels.csv")); err != nil || string(b) != "img,label\n" {
 		t.Fatalf("read through the mount: %q, %v", b, err)
 	}
-	sc.cmd.Process.Signal(syscall.SIGTERM)
+	if err := sc.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	select {
 	case <-sc.exited:
 		if sc.err != nil {

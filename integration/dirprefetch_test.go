@@ -26,7 +26,9 @@ func TestDirPrefetch(t *testing.T) {
 	for _, on := range []bool{true, false} {
 		t.Run(fmt.Sprint("dir-prefetch=", on), func(t *testing.T) {
 			m := startMount(t, srv, srv.source(bucket, ""), "", fmt.Sprint("--dir-prefetch=", on))
-			os.ReadDir(filepath.Join(m.dir, "train"))
+			if _, err := os.ReadDir(filepath.Join(m.dir, "train")); err != nil {
+				t.Fatal(err)
+			}
 			for _, i := range []int{7, 23, 31} {
 				if _, err := os.ReadFile(filepath.Join(m.dir, "train", fmt.Sprintf("img%02d.jpg", i))); err != nil {
 					t.Fatal(err)

@@ -25,7 +25,9 @@ func tmpfs(t *testing.T, size int64) string {
 	}
 	t.Cleanup(func() {
 		if err := exec.Command("umount", dir).Run(); err != nil {
-			exec.Command("umount", "-l", dir).Run()
+			if out, err := exec.Command("umount", "-l", dir).CombinedOutput(); err != nil {
+				t.Logf("clean-up: umount -l %s: %v %s", dir, err, out)
+			}
 		}
 	})
 	return dir
@@ -102,7 +104,9 @@ func TestCacheDiskFull(t *testing.T) {
 				}
 			}
 			var st syscall.Statfs_t
-			syscall.Statfs(disk, &st)
+			if err := syscall.Statfs(disk, &st); err != nil {
+				t.Fatal(err)
+			}
 			t.Logf("free on the cache filesystem: %d KiB", int64(st.Bavail)*st.Bsize>>10)
 			if syscall.Kill(m.pid, 0) != nil {
 				t.Fatal("the mount died with its disk full")

@@ -50,7 +50,11 @@ func startToxiproxy(t *testing.T) *toxiproxy {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait(); log.Close() })
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill() // a server: killed, not stopped
+		_ = cmd.Wait()         // its error is the kill
+		log.Close()
+	})
 	tp := &toxiproxy{api: fmt.Sprintf("http://127.0.0.1:%d", port)}
 	if err := testserver.WaitHTTP(tp.api+"/version", 20*time.Second); err != nil {
 		t.Fatal(err)
@@ -217,7 +221,7 @@ func (w *cutWriter) Write(b []byte) (int, error) {
 	http.NewResponseController(w.ResponseWriter).Flush()
 	if conn, _, err := http.NewResponseController(w.ResponseWriter).Hijack(); err == nil {
 		if tc, ok := conn.(*net.TCPConn); ok && w.rst {
-			tc.SetLinger(0)
+			_ = tc.SetLinger(0) // fails only on a closed connection
 		}
 		conn.Close()
 	}

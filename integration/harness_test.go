@@ -207,7 +207,9 @@ func (m *mount) unmount() {
 		return
 	}
 	if err := exec.Command("umount", m.dir).Run(); err != nil {
-		exec.Command("umount", "-l", m.dir).Run()
+		if out, err := exec.Command("umount", "-l", m.dir).CombinedOutput(); err != nil {
+			m.t.Logf("umount -l %s: %v %s", m.dir, err, out)
+		}
 	}
 	deadline := time.Now().Add(30 * time.Second)
 	for time.Now().Before(deadline) {
@@ -218,7 +220,7 @@ func (m *mount) unmount() {
 		time.Sleep(20 * time.Millisecond)
 	}
 	m.t.Errorf("strata (pid %d) still running 30s after umount", m.pid)
-	syscall.Kill(m.pid, syscall.SIGKILL)
+	_ = syscall.Kill(m.pid, syscall.SIGKILL) // the test has failed already
 	m.pid = 0
 }
 

@@ -92,7 +92,9 @@ func TestBadInput(t *testing.T) {
 	bucket := srv.newBucket(t)
 	bin := testserver.Binary(t, "strata")
 	file := filepath.Join(t.TempDir(), "a-file")
-	os.WriteFile(file, nil, 0o644)
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	good := srv.source(bucket, "")
 	busy := startMount(t, srv, good, "")
 
@@ -133,10 +135,14 @@ func TestBadInput(t *testing.T) {
 				mnt = t.TempDir()
 			}
 			if tc.mnt == "@NONEMPTY" {
-				os.WriteFile(filepath.Join(mnt, "hidden"), nil, 0o644)
+				if err := os.WriteFile(filepath.Join(mnt, "hidden"), nil, 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			link := filepath.Join(t.TempDir(), "link")
-			os.Symlink(mnt, link)
+			if err := os.Symlink(mnt, link); err != nil {
+				t.Fatal(err)
+			}
 			args := append([]string{"mount", tc.source, mnt, "--cache-dir", t.TempDir()}, srv.flags()...)
 			for _, a := range tc.args {
 				a = strings.NewReplacer("@MNT", mnt, "@LINK", link, "@BUSY", busy.dir).Replace(a)
@@ -157,8 +163,10 @@ func TestBadInput(t *testing.T) {
 				t.Errorf("error is not one line:\n%s", msg)
 			}
 			if mnt != busy.dir && isMounted(mnt) {
-				exec.Command("umount", mnt).Run()
 				t.Errorf("%s is mounted after a failed mount", mnt)
+				if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
+					t.Errorf("umount %s: %v %s", mnt, err, out)
+				}
 			}
 		})
 	}
@@ -224,12 +232,18 @@ func TestOddKeysNeverCrash(t *testing.T) {
 		t.Fatal("the mount died")
 	}
 	hexName := regexp.MustCompile(`^[0-9a-f]{64}$`)
-	filepath.WalkDir(filepath.Join(m.cacheDir, "objects"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() && !hexName.MatchString(d.Name()) {
+	err := filepath.WalkDir(filepath.Join(m.cacheDir, "objects"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if !d.IsDir() && !hexName.MatchString(d.Name()) {
 			t.Errorf("cache file %s is not named by a hash", p)
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if _, err := os.Stat("/etc/escape"); err == nil {
 		t.Error("a key wrote /etc/escape")
 	}

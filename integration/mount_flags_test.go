@@ -31,7 +31,9 @@ func TestFlagMatrix(t *testing.T) {
 	bin := testserver.Binary(t, "strata")
 	good := srv.source(bucket, "")
 	garbageKey := filepath.Join(t.TempDir(), "key.json")
-	os.WriteFile(garbageKey, []byte("{not json"), 0o600)
+	if err := os.WriteFile(garbageKey, []byte("{not json"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 
 	type tc struct {
 		name, source string
@@ -125,7 +127,9 @@ func unmountAndWait(t *testing.T, mnt, _ string) {
 	t.Helper()
 	pids := servingPIDs(mnt)
 	if err := exec.Command("umount", mnt).Run(); err != nil {
-		exec.Command("umount", "-l", mnt).Run()
+		if out, err := exec.Command("umount", "-l", mnt).CombinedOutput(); err != nil {
+			t.Logf("umount -l %s: %v %s", mnt, err, out)
+		}
 	}
 	for _, pid := range pids {
 		for i := 0; i < 1500 && syscall.Kill(pid, 0) == nil; i++ {
@@ -133,7 +137,7 @@ func unmountAndWait(t *testing.T, mnt, _ string) {
 		}
 		if syscall.Kill(pid, 0) == nil {
 			t.Errorf("strata (pid %d) still running 30s after umount", pid)
-			syscall.Kill(pid, syscall.SIGKILL)
+			_ = syscall.Kill(pid, syscall.SIGKILL) // the test has failed already
 		}
 	}
 }

@@ -33,7 +33,9 @@ func TestRemountAfterKill9(t *testing.T) {
 	cmd.Env = m.env
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		exec.Command("umount", "-l", m.dir).Run()
+		if uout, uerr := exec.Command("umount", "-l", m.dir).CombinedOutput(); uerr != nil {
+			t.Logf("umount -l %s: %v %s", m.dir, uerr, uout)
+		}
 		t.Fatalf("mount after kill -9: %v\n%s", err, out)
 	}
 	defer unmountAndWait(t, m.dir, m.cacheDir)
@@ -70,7 +72,7 @@ func TestRemountWhileDraining(t *testing.T) {
 		t.Fatalf("umount: %v", err)
 	}
 	m.pid = 0
-	defer syscall.Kill(oldPID, syscall.SIGKILL)
+	defer func() { _ = syscall.Kill(oldPID, syscall.SIGKILL) }() // usually gone by then
 	if syscall.Kill(oldPID, 0) != nil {
 		t.Fatal("the old daemon exited at once; nothing to drain")
 	}
@@ -83,14 +85,16 @@ func TestRemountWhileDraining(t *testing.T) {
 	}
 	line, _ := bufio.NewReader(stderr).ReadString('\n')
 	if !strings.Contains(line, "a previous Strata mount") || !strings.Contains(line, "finishing 1 uploads") {
-		cmd.Process.Kill()
-		cmd.Wait()
+		_ = cmd.Process.Kill() // the test fails either way
+		_ = cmd.Wait()
 		t.Fatalf("first line of the new mount: %q", line)
 	}
 	// The user's second signal to the old daemon stops its drain (what is
 	// left stays journaled for the next mount); the new mount proceeds.
 	srv.restart(t)
-	syscall.Kill(oldPID, syscall.SIGTERM)
+	if err := syscall.Kill(oldPID, syscall.SIGTERM); err != nil {
+		t.Fatalf("the second signal to the old daemon: %v", err)
+	}
 	rest, _ := bufio.NewReader(stderr).ReadString(0)
 	if err := cmd.Wait(); err != nil {
 		t.Fatalf("the waiting mount failed: %v %s", err, rest)

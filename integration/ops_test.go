@@ -245,7 +245,12 @@ func TestOpsFstab(t *testing.T) {
 	// mount(8) looks for helpers in /sbin only.
 	helper := "/sbin/mount.fuse.strata"
 	if old, err := os.Readlink(helper); err == nil {
-		t.Cleanup(func() { os.Remove(helper); os.Symlink(old, helper) })
+		t.Cleanup(func() {
+			os.Remove(helper)
+			if err := os.Symlink(old, helper); err != nil {
+				t.Errorf("restoring %s -> %s: %v", helper, old, err)
+			}
+		})
 		os.Remove(helper)
 	} else if _, err := os.Lstat(helper); err == nil {
 		testserver.SkipOrFail(t, "%s exists and is not a symlink; not replacing it", helper)
@@ -346,7 +351,9 @@ func TestOpsConfigFile(t *testing.T) {
 	}
 
 	bad := filepath.Join(t.TempDir(), "bad.yaml")
-	os.WriteFile(bad, []byte("cache-dir: /x\ncache-sise: 1GiB\n"), 0o600)
+	if err := os.WriteFile(bad, []byte("cache-dir: /x\ncache-sise: 1GiB\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	if _, errOut, err := runStrata(t, srv, "mount", source, t.TempDir(), "--config", bad); err == nil || !strings.Contains(errOut, "bad.yaml:2: unknown key \"cache-sise\"") {
 		t.Errorf("bad config file: %v %q", err, errOut)
 	}
@@ -368,18 +375,28 @@ func TestOpsVerifyDropsCorruptBlock(t *testing.T) {
 	// The biggest cache file is big/shard-0.bin; flip bytes in its block 3.
 	var biggest string
 	var size int64
-	filepath.Walk(filepath.Join(cacheDir, "objects"), func(p string, fi os.FileInfo, err error) error {
-		if err == nil && fi.Mode().IsRegular() && fi.Size() > size {
+	err := filepath.Walk(filepath.Join(cacheDir, "objects"), func(p string, fi os.FileInfo, err error) error {
+		if err != nil {
+			return err
+		}
+		if fi.Mode().IsRegular() && fi.Size() > size {
 			biggest, size = p, fi.Size()
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.OpenFile(biggest, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.WriteAt([]byte("bit rot"), 3<<20+12345)
-	f.Close()
+	if _, err := f.WriteAt([]byte("bit rot"), 3<<20+12345); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Close(); err != nil {
+		t.Fatal(err)
+	}
 
 	out, errOut, err := runStrata(t, srv, "cache", "verify", "--cache-dir", cacheDir)
 	if err != nil || !strings.Contains(out, "1 bad blocks dropped in 1 objects") || !strings.Contains(out, "big/shard-0.bin") {
@@ -407,7 +424,9 @@ func TestOpsSignals(t *testing.T) {
 	m := startMount(t, srv, source, "")
 	logPath := filepath.Join(m.cacheDir, "strata.log")
 
-	syscall.Kill(m.pid, syscall.SIGUSR1)
+	if err := syscall.Kill(m.pid, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the SIGUSR1 stats line", func() bool { return strings.Contains(readFile(logPath), `"msg":"stats (SIGUSR1)"`) })
 	if !strings.Contains(readFile(logPath), `"strata_cache_used_bytes"`) {
 		t.Error("the stats line lacks the metrics")
@@ -416,7 +435,9 @@ func TestOpsSignals(t *testing.T) {
 	if err := os.Rename(logPath, logPath+".1"); err != nil {
 		t.Fatal(err)
 	}
-	syscall.Kill(m.pid, syscall.SIGHUP)
+	if err := syscall.Kill(m.pid, syscall.SIGHUP); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "a new log file", func() bool { return strings.Contains(readFile(logPath), "log file reopened") })
 	rotated := readFile(logPath + ".1")
 
@@ -429,10 +450,14 @@ func TestOpsSignals(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "the warm to reach the mount", func() bool { return strings.Contains(readFile(logPath), "control: warm") })
-	syscall.Kill(m.pid, syscall.SIGTERM)
+	if err := syscall.Kill(m.pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the mount process to exit", func() bool { return syscall.Kill(m.pid, 0) != nil })
 	m.pid = 0
-	warm.Wait()
+	// The warm ends, done or failed, when the mount it runs in exits: what
+	// is checked is the mount's clean exit.
+	_ = warm.Wait()
 	if isMounted(m.dir) {
 		t.Fatal("still mounted after SIGTERM")
 	}
@@ -499,11 +524,15 @@ func TestOpsNoCredentialInOutput(t *testing.T) {
 	resp, err := http.Get("http://" + addr + "/metrics")
 	if err == nil {
 		var b bytes.Buffer
-		b.ReadFrom(resp.Body)
+		if _, err := b.ReadFrom(resp.Body); err != nil {
+			t.Fatal(err)
+		}
 		resp.Body.Close()
 		add("metrics", b.String())
 	}
-	syscall.Kill(m.pid, syscall.SIGUSR1)
+	if err := syscall.Kill(m.pid, syscall.SIGUSR1); err != nil {
+		t.Fatal(err)
+	}
 	waitFor(t, "the SIGUSR1 line", func() bool { return strings.Contains(logTail(m.cacheDir), "SIGUSR1") })
 	m.unmount()
 

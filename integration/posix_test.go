@@ -49,7 +49,9 @@ type localSource struct{ root string }
 
 func (s *localSource) name() string { return "file" }
 func (s *localSource) newBucket(t *testing.T) string {
-	os.MkdirAll(filepath.Join(s.root, "data"), 0o755)
+	if err := os.MkdirAll(filepath.Join(s.root, "data"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return "data"
 }
 func (s *localSource) source(b, p string) string { return "file://" + filepath.Join(s.root, b, p) }
@@ -374,7 +376,7 @@ func closeUnderSignals(f *os.File) error {
 			case <-stop:
 				return
 			case <-time.After(time.Millisecond):
-				unix.Tgkill(pid, tid, unix.SIGURG)
+				_ = unix.Tgkill(pid, tid, unix.SIGURG) // the thread lives until close returns
 			}
 		}
 	}()

@@ -62,10 +62,14 @@ func TestAsyncUploadSurvivesKill9(t *testing.T) {
 	if _, err := be.Stat(t.Context(), "model.pt"); err == nil {
 		t.Log("upload finished before the kill; the test still checks recovery")
 	}
-	syscall.Kill(m.pid, syscall.SIGKILL)
+	if err := syscall.Kill(m.pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
 	waitExit(t, m.pid)
 	m.pid = 0
-	exec.Command("umount", "-l", m.dir).Run()
+	if out, err := exec.Command("umount", "-l", m.dir).CombinedOutput(); err != nil {
+		t.Fatalf("umount -l %s: %v %s", m.dir, err, out)
+	}
 
 	m2 := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--upload", "async")
 	if out, err := exec.Command(binPath(t), "sync", m2.dir).CombinedOutput(); err != nil {

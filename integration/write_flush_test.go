@@ -64,7 +64,7 @@ func (g *bucketGuard) run() {
 			last = backend.ObjectInfo{}
 			continue
 		}
-		if err != nil || (info.Size == last.Size && info.Version == last.Version && info.MTime == last.MTime) {
+		if err != nil || (info.Size == last.Size && info.Version == last.Version && info.MTime.Equal(last.MTime)) {
 			continue
 		}
 		last = info
@@ -172,7 +172,9 @@ func TestWriteForkWhileWriting(t *testing.T) {
 			m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", mode)
 			data := randData(31, 20<<20)
 			src := filepath.Join(t.TempDir(), "src")
-			os.WriteFile(src, data, 0o644)
+			if err := os.WriteFile(src, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			g := guardBucket(t, w, "ckpt.bin", sha(old), sha(data))
 			if out, err := runWriterHelper(t, src, filepath.Join(m.dir, "ckpt.bin"), 5<<20, "fork").CombinedOutput(); err != nil {
 				t.Fatalf("writer: %v\n%s", err, out)
@@ -203,7 +205,9 @@ func TestWriteDupClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write(part1)
+	if _, err := f.Write(part1); err != nil {
+		t.Fatal(err)
+	}
 	dup, err := syscall.Dup(int(f.Fd()))
 	if err != nil {
 		t.Fatal(err)
@@ -296,7 +300,9 @@ func TestWriteDDIntoFullCache(t *testing.T) {
 		}
 	})
 	src := filepath.Join(t.TempDir(), "in")
-	os.WriteFile(src, randData(61, 16<<20), 0o644)
+	if err := os.WriteFile(src, randData(61, 16<<20), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	g := guardBucket(t, w, "ckpt.pt", sha(old))
 	fillDisk(t, disk, 4<<20)
 	out, err := exec.Command("dd", "if="+src, "of="+filepath.Join(m.dir, "ckpt.pt"), "bs=1M").CombinedOutput()
@@ -348,7 +354,9 @@ func TestWriteKilledWriter(t *testing.T) {
 			cacheDir := t.TempDir()
 			m := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--upload", mode)
 			src := filepath.Join(t.TempDir(), "src")
-			os.WriteFile(src, randData(71, 20<<20), 0o644)
+			if err := os.WriteFile(src, randData(71, 20<<20), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			g := guardBucket(t, w, "ckpt.bin", sha(old))
 			cmd := runWriterHelper(t, src, filepath.Join(m.dir, "ckpt.bin"), 5<<20, "stop")
 			stdout, _ := cmd.StdoutPipe()
@@ -357,11 +365,14 @@ func TestWriteKilledWriter(t *testing.T) {
 			}
 			line, _ := bufio.NewReader(stdout).ReadString('\n')
 			if strings.TrimSpace(line) != "stopped" {
-				cmd.Process.Kill()
+				_ = cmd.Process.Kill() // the test fails either way
 				t.Fatalf("writer said %q", line)
 			}
-			cmd.Process.Signal(syscall.SIGKILL)
-			cmd.Wait()
+			if err := cmd.Process.Signal(syscall.SIGKILL); err != nil {
+				t.Fatal(err)
+			}
+			// Killed: Wait's error is the signal.
+			_ = cmd.Wait()
 			time.Sleep(500 * time.Millisecond) // FLUSH and RELEASE of the dead writer
 			out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput()
 			if err == nil || !bytes.Contains(out, []byte("ckpt.bin")) {
@@ -395,13 +406,17 @@ func TestWriteAsyncUploadsAtLastClose(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.Write(part1)
+	if _, err := f.Write(part1); err != nil {
+		t.Fatal(err)
+	}
 	dup, _ := syscall.Dup(int(f.Fd()))
 	if err := syscall.Close(dup); err != nil {
 		t.Fatalf("close of the dup: %v", err)
 	}
 	time.Sleep(500 * time.Millisecond) // an upload started now would land
-	f.Write(part2)
+	if _, err := f.Write(part2); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -417,7 +432,9 @@ func TestWriteAsyncUploadsAtLastClose(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	f.Write(part1)
+	if _, err := f.Write(part1); err != nil {
+		t.Fatal(err)
+	}
 	if err := f.Sync(); err != nil {
 		t.Fatal(err)
 	}

@@ -141,9 +141,16 @@ func TestRandomWritesAppendTruncate(t *testing.T) {
 			t.Fatalf("random writes: sha ok=%v %v", got == sha(want), err)
 		}
 		// Append, then truncate by path.
-		a, _ := os.OpenFile(filepath.Join(m.dir, "f"), os.O_WRONLY|os.O_APPEND, 0)
-		a.Write([]byte("tail"))
-		a.Close()
+		a, err := os.OpenFile(filepath.Join(m.dir, "f"), os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := a.Write([]byte("tail")); err != nil {
+			t.Fatal(err)
+		}
+		if err := a.Close(); err != nil {
+			t.Fatal(err)
+		}
 		want = append(want, "tail"...)
 		if got, _, _ := bucketSHA(t, w, "f"); got != sha(want) {
 			t.Fatal("append not in the bucket")
@@ -217,7 +224,9 @@ func TestShardedCheckpointByEightProcesses(t *testing.T) {
 		for i := range 64 {
 			data := randData(uint64(1000+i), 256<<10+i*1001)
 			name := fmt.Sprintf("shard-%02d-of-64.safetensors", i)
-			os.WriteFile(filepath.Join(src, name), data, 0o644)
+			if err := os.WriteFile(filepath.Join(src, name), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
 			want[name] = sha(data)
 		}
 		if err := os.Mkdir(filepath.Join(m.dir, "step_1000"), 0o755); err != nil {
@@ -261,7 +270,9 @@ func TestConflictingWriterGetsAnError(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		f.Write([]byte("mine"))
+		if _, err := f.Write([]byte("mine")); err != nil {
+			t.Fatal(err)
+		}
 		put(t, w, map[string][]byte{"shared.txt": []byte("someone else's v2")}) // another node wins the race
 		if err := f.Close(); !errors.Is(err, syscall.ESTALE) {
 			t.Fatalf("close after a conflicting write: %v (want a conflict error)", err)

@@ -297,7 +297,9 @@ func TestConcurrentUse(t *testing.T) {
 	ctx := context.Background()
 	data := bytes.Repeat([]byte("x"), 4096)
 	for i := 0; i < 8; i++ {
-		inner.Put(ctx, fmt.Sprintf("k%d", i), bytes.NewReader(data), 4096, backend.PutOptions{})
+		if _, err := inner.Put(ctx, fmt.Sprintf("k%d", i), bytes.NewReader(data), 4096, backend.PutOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	b := New(inner, Options{Seed: 9, Jitter: 100 * time.Microsecond, FailureRate: 0.2, ResetRate: 0.2, TruncateRate: 0.2})
 	var wg sync.WaitGroup
@@ -307,11 +309,12 @@ func TestConcurrentUse(t *testing.T) {
 			defer wg.Done()
 			for i := 0; i < 20; i++ {
 				key := fmt.Sprintf("k%d", (g+i)%8)
+				// Errors are the faults injected: Stats counts them.
 				if rc, err := b.ReadRange(ctx, key, "", 0, 4096); err == nil {
-					io.Copy(io.Discard, rc)
+					_, _ = io.Copy(io.Discard, rc)
 					rc.Close()
 				}
-				b.Stat(ctx, key)
+				_, _ = b.Stat(ctx, key)
 				if i == 10 && g == 0 {
 					b.Update(func(o *Options) { o.FailureRate = 0.5 })
 				}

@@ -162,9 +162,9 @@ func TestNoRetryOnClientErrors(t *testing.T) {
 }
 
 func TestResponseHeaderTimeoutIsRetried(t *testing.T) {
-	p, b, direct := faultSetup(t)
+	p, _, direct := faultSetup(t)
 	info := mustPut(t, direct, "k", []byte("data"), backend.PutOptions{})
-	b = newTestBackend(t, p.URL, "bkt", func(o *Options) {
+	b := newTestBackend(t, p.URL, "bkt", func(o *Options) {
 		fastRetries(o)
 		o.RequestTimeout = 200 * time.Millisecond
 	})
@@ -266,10 +266,10 @@ func TestReplacedDuringRead(t *testing.T) {
 
 // Close from another goroutine unblocks a Read waiting on the network.
 func TestCloseUnblocksRead(t *testing.T) {
-	p, b, direct := faultSetup(t)
+	p, _, direct := faultSetup(t)
 	data := testData(1<<20, 8)
 	mustPut(t, direct, "k", data, backend.PutOptions{})
-	b = newTestBackend(t, p.URL, "bkt", func(o *Options) {
+	b := newTestBackend(t, p.URL, "bkt", func(o *Options) {
 		fastRetries(o)
 		o.StallTimeout = time.Minute // only Close can end this read
 	})

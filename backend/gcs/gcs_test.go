@@ -147,7 +147,7 @@ func TestKeyFileRefused(t *testing.T) {
 		hits.Add(1)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusBadRequest)
-		w.Write([]byte(`{"error":"invalid_grant","error_description":"Invalid JWT Signature."}`))
+		_, _ = w.Write([]byte(`{"error":"invalid_grant","error_description":"Invalid JWT Signature."}`)) // the client sees a short body
 	}))
 	defer tokens.Close()
 	o := DefaultOptions()
@@ -195,7 +195,9 @@ func TestNoCredentialsOverHTTP(t *testing.T) {
 func TestNewRejects(t *testing.T) {
 	ctx := context.Background()
 	bad := filepath.Join(t.TempDir(), "bad.json")
-	os.WriteFile(bad, []byte(`{"type":"something_else"}`), 0o600)
+	if err := os.WriteFile(bad, []byte(`{"type":"something_else"}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	cases := []struct {
 		name   string
 		bucket string

@@ -123,7 +123,7 @@ func statusFault(code, n int, match func(*http.Request) bool) func(http.Response
 		// the next chunk into the buffer net/http is still sending for the
 		// answered request: a race inside that library (harmless, those
 		// bytes go nowhere) that -race would pin on this test.
-		io.Copy(io.Discard, r.Body)
+		_, _ = io.Copy(io.Discard, r.Body) // a client gone mid-body needs no answer
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(code)
 		fmt.Fprintf(w, `{"error":{"code":%d,"message":"injected %s"}}`, code, http.StatusText(code))
@@ -152,7 +152,7 @@ func (p *faultProxy) bodyFault(n int, keep int64, stall bool, then func()) func(
 			w.Header()[k] = v
 		}
 		w.WriteHeader(resp.StatusCode)
-		io.CopyN(w, resp.Body, keep)
+		_, _ = io.CopyN(w, resp.Body, keep) // a short copy is the fault being injected
 		w.(http.Flusher).Flush()
 		if then != nil {
 			then()

@@ -110,8 +110,10 @@ func (timeoutErr) Temporary() bool { return false }
 func TestUploadRetryBudget(t *testing.T) {
 	u := &uploadRetry{max: 3, deadline: time.Hour}
 	transient := &googleapi.Error{Code: 503}
-	if !u.shouldRetry(transient) || !u.shouldRetry(transient) || u.shouldRetry(transient) {
-		t.Fatal("want two retries, then give up (3 attempts)")
+	// shouldRetry spends the budget: three calls, in order.
+	first, second, third := u.shouldRetry(transient), u.shouldRetry(transient), u.shouldRetry(transient)
+	if !first || !second || third {
+		t.Fatalf("retries %v %v %v: want two retries, then give up (3 attempts)", first, second, third)
 	}
 	u.progress()
 	if !u.shouldRetry(transient) {

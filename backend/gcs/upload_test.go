@@ -139,8 +139,12 @@ func TestGzipObjectReadAsStored(t *testing.T) {
 	ctx := context.Background()
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
-	zw.Write(bytes.Repeat([]byte("compressible text "), 5000))
-	zw.Close()
+	if _, err := zw.Write(bytes.Repeat([]byte("compressible text "), 5000)); err != nil {
+		t.Fatal(err)
+	}
+	if err := zw.Close(); err != nil {
+		t.Fatal(err)
+	}
 	stored := gz.Bytes()
 
 	w := b.bucket.Object("z.txt").NewWriter(ctx)

@@ -187,28 +187,29 @@ func TestModifiedMidRead(t *testing.T) {
 	data := bytes.Repeat([]byte("0123456789abcdef"), 256<<10/16*4) // 1 MiB
 	b, _ := New(root, Options{})
 	ctx := context.Background()
-	cases := map[string]func(p string){
-		"InPlaceWrite": func(p string) {
+	cases := map[string]func(t *testing.T, p string){
+		"InPlaceWrite": func(t *testing.T, p string) {
 			f, err := os.OpenFile(p, os.O_WRONLY, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			f.WriteAt([]byte("XX"), 10)
-			f.Close()
+			must(t, err)
+			_, err = f.WriteAt([]byte("XX"), 10)
+			must(t, err)
+			must(t, f.Close())
 		},
-		"Append": func(p string) {
-			f, _ := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
-			f.Write([]byte("more"))
-			f.Close()
+		"Append": func(t *testing.T, p string) {
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			must(t, err)
+			_, err = f.Write([]byte("more"))
+			must(t, err)
+			must(t, f.Close())
 		},
-		"Truncate": func(p string) { os.Truncate(p, 100) },
+		"Truncate": func(t *testing.T, p string) { must(t, os.Truncate(p, 100)) },
 	}
 	for name, modify := range cases {
 		t.Run(name, func(t *testing.T) {
 			p := write(t, root, name, data)
 			// An old mtime, so that the modification's mtime differs for sure.
 			old := time.Now().Add(-time.Hour)
-			os.Chtimes(p, old, old)
+			must(t, os.Chtimes(p, old, old))
 			rc, err := b.ReadRange(ctx, name, "", 0, int64(len(data)))
 			if err != nil {
 				t.Fatal(err)
@@ -218,7 +219,7 @@ func TestModifiedMidRead(t *testing.T) {
 			if _, err := io.ReadFull(rc, first); err != nil {
 				t.Fatal(err)
 			}
-			modify(p)
+			modify(t, p)
 			rest, err := io.ReadAll(rc)
 			if !errors.Is(err, backend.ErrVersionChanged) {
 				t.Fatalf("read after %s: %d more bytes, error %v; want ErrVersionChanged", name, len(rest), err)

@@ -96,8 +96,10 @@ func (b *Backend) write(ctx context.Context, op, key, ifVersion string, fill fun
 	committed := false
 	defer func() {
 		if !committed {
-			tmp.Close()
-			root.Remove(tmpName)
+			// Failed write: the temp file is discarded, and one that
+			// cannot be removed is a .strata-tmp- file List never shows.
+			_ = tmp.Close()
+			_ = root.Remove(tmpName)
 		}
 	}()
 	if err := fill(tmp); err != nil {
@@ -176,7 +178,9 @@ func (b *Backend) commit(ctx context.Context, root *os.Root, tmpName, key, ifVer
 		err := root.Link(tmpName, key)
 		switch {
 		case err == nil:
-			root.Remove(tmpName)
+			// The object is linked in; a temp name left behind is a
+			// .strata-tmp- file List never shows.
+			_ = root.Remove(tmpName)
 			return nil
 		case errors.Is(err, fs.ErrExist):
 			return fmt.Errorf("key exists: %w", backend.ErrPreconditionFailed)
@@ -312,6 +316,8 @@ func (b *Backend) rmdir(dir string) error {
 	if fi, err := root.Lstat(dir); err != nil || !fi.IsDir() {
 		return nil
 	}
-	root.Remove(dir) // not empty: it stays, like an object store's prefix
+	// Best effort: a directory that is not empty stays, like an object
+	// store's prefix.
+	_ = root.Remove(dir)
 	return nil
 }

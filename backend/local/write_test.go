@@ -27,13 +27,22 @@ func (f failingReader) ReadAt(p []byte, off int64) (int, error) {
 func tempFiles(t *testing.T, root string) []string {
 	t.Helper()
 	var found []string
-	filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
+	// The walk's callback swallows every error, so WalkDir returns none.
+	_ = filepath.WalkDir(root, func(p string, d os.DirEntry, err error) error {
 		if err == nil && strings.HasPrefix(d.Name(), tmpPrefix) {
 			found = append(found, p)
 		}
 		return nil
 	})
 	return found
+}
+
+// must fails the test on an error from its set-up.
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
 }
 
 func TestFailedWritesLeaveNothing(t *testing.T) {
@@ -112,15 +121,18 @@ func TestFingerprint(t *testing.T) {
 	ctx := context.Background()
 	p := write(t, root, "k", []byte("aaaa"))
 	old := time.Now().Add(-time.Hour)
-	os.Chtimes(p, old, old)
-	v1, _ := b.Stat(ctx, "k")
-	os.WriteFile(p, []byte("bbbb"), 0o644) // same size, same inode, new mtime
-	v2, _ := b.Stat(ctx, "k")
-	os.Chtimes(p, old, old) // mtime put back: the inode still tells? no: same inode
+	must(t, os.Chtimes(p, old, old))
+	v1, err := b.Stat(ctx, "k")
+	must(t, err)
+	must(t, os.WriteFile(p, []byte("bbbb"), 0o644)) // same size, same inode, new mtime
+	v2, err := b.Stat(ctx, "k")
+	must(t, err)
+	must(t, os.Chtimes(p, old, old)) // mtime put back: the inode still tells? no: same inode
 	write(t, root, "k.new", []byte("cccc"))
-	os.Chtimes(p+".new", old, old) // same size and mtime as v1, new inode
-	os.Rename(p+".new", p)
-	v3, _ := b.Stat(ctx, "k")
+	must(t, os.Chtimes(p+".new", old, old)) // same size and mtime as v1, new inode
+	must(t, os.Rename(p+".new", p))
+	v3, err := b.Stat(ctx, "k")
+	must(t, err)
 	if v1.Version == v2.Version || v1.Version == v3.Version || v2.Version == v3.Version {
 		t.Fatalf("versions collide: %s %s %s", v1.Version, v2.Version, v3.Version)
 	}

@@ -22,7 +22,7 @@ import (
 // httpErr builds the error the SDK returns for a response with status and
 // (optionally) an S3 error code.
 func httpErr(status int, code string) error {
-	var inner error = fmt.Errorf("status %d", status)
+	inner := fmt.Errorf("status %d", status)
 	if code != "" {
 		inner = &smithy.GenericAPIError{Code: code, Message: "msg"}
 	}

@@ -95,7 +95,10 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	if rg := r.Header.Get("Range"); rg != "" && !ignoreRange {
 		var a, z int
-		fmt.Sscanf(rg, "bytes=%d-%d", &a, &z)
+		if _, err := fmt.Sscanf(rg, "bytes=%d-%d", &a, &z); err != nil {
+			http.Error(w, "the fake serves closed ranges only: "+rg, http.StatusBadRequest)
+			return
+		}
 		z = min(z, len(f.data)-1)
 		body = f.data[a : z+1]
 		w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", a, z, len(f.data)))
@@ -111,7 +114,13 @@ func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		misbehave(w, body)
 		return
 	}
-	w.Write(body)
+	send(w, body)
+}
+
+// send writes a body. The fake has no one to report a failed write to:
+// the client, gone away, sees a short body.
+func send(w http.ResponseWriter, body []byte) {
+	_, _ = w.Write(body)
 }
 
 // cutAfter writes k bytes of the body, then drops the connection.
@@ -121,10 +130,10 @@ func (f *fakeS3) cutAfter(k int, times int) {
 	defer f.mu.Unlock()
 	f.misbehave = func(w http.ResponseWriter, body []byte) {
 		if int(n.Add(1)) > times {
-			w.Write(body)
+			send(w, body)
 			return
 		}
-		w.Write(body[:min(k, len(body))])
+		send(w, body[:min(k, len(body))])
 		w.(http.Flusher).Flush()
 		conn, _, err := http.NewResponseController(w).Hijack()
 		if err == nil {
@@ -141,10 +150,10 @@ func (f *fakeS3) stallAfter(k int, times int) {
 	defer f.mu.Unlock()
 	f.misbehave = func(w http.ResponseWriter, body []byte) {
 		if int(n.Add(1)) > times {
-			w.Write(body)
+			send(w, body)
 			return
 		}
-		w.Write(body[:min(k, len(body))])
+		send(w, body[:min(k, len(body))])
 		w.(http.Flusher).Flush()
 		select {
 		case <-f.stop:

@@ -168,7 +168,9 @@ func TestCheckMissingCredentials(t *testing.T) {
 func TestProfileAndTransport(t *testing.T) {
 	dir := t.TempDir()
 	cfgFile := filepath.Join(dir, "config")
-	os.WriteFile(cfgFile, []byte("[profile strata]\nregion = eu-north-1\n"), 0o600)
+	if err := os.WriteFile(cfgFile, []byte("[profile strata]\nregion = eu-north-1\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
 	t.Setenv("AWS_CONFIG_FILE", cfgFile)
 	t.Setenv("AWS_REGION", "")
 	t.Setenv("AWS_DEFAULT_REGION", "")

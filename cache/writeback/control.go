@@ -45,7 +45,9 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) bool {
 			m.jobs[j.seq], js[i] = nj, nj
 			j = nj
 		}
-		m.ix.PutUpload(j.seq, j.rec)
+		if err := m.ix.PutUpload(j.seq, j.rec); err != nil {
+			m.log.Warn("writeback: journaling the new name", "key", key, "new", newKey, "err", err)
+		}
 		if j.running {
 			j.requeue = true
 			j.cancel()

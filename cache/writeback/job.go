@@ -218,13 +218,17 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 		j.failed = true
 		j.rec.State, j.rec.LastError = index.UploadFailed, err.Error()
 		j.rec.Attempts++
-		m.ix.PutUpload(j.seq, j.rec)
+		if err := m.ix.PutUpload(j.seq, j.rec); err != nil {
+			m.log.Warn("writeback: journaling the failure", "key", r.Key, "err", err)
+		}
 		m.log.Error("writeback: upload failed; the file is kept in the cache for a retry", "key", r.Key, "err", err)
 		j.settle(err)
 	default:
 		j.rec.Attempts++
 		j.rec.LastError = err.Error()
-		m.ix.PutUpload(j.seq, j.rec)
+		if err := m.ix.PutUpload(j.seq, j.rec); err != nil {
+			m.log.Warn("writeback: journaling the attempt", "key", r.Key, "err", err)
+		}
 		pause := min(m.opts.RetryMin<<min(j.rec.Attempts-1, 20), m.opts.RetryMax)
 		j.notBefore = time.Now().Add(pause)
 		m.log.Warn("writeback: upload failed; retrying", "key", r.Key, "attempt", j.rec.Attempts, "in", pause, "err", err)
@@ -258,7 +262,9 @@ func (m *Manager) dropLocked(j *Job) {
 	os.Remove(filepath.Join(m.store.StagingDir(), j.rec.Staging))
 	m.store.ReleaseStaging(j.reserved)
 	j.reserved = 0
-	m.ix.DeleteUpload(j.seq)
+	if err := m.ix.DeleteUpload(j.seq); err != nil {
+		m.log.Warn("writeback: clearing the journal entry", "key", j.rec.Key, "err", err)
+	}
 	j.settle(j.dropped)
 }
 

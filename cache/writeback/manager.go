@@ -118,7 +118,9 @@ func (m *Manager) restore() error {
 	err := m.ix.ScanUploads(func(seq uint64, r index.UploadRecord, err error) error {
 		if err != nil {
 			m.log.Error("writeback: unreadable journal entry; dropping it", "seq", seq, "err", err)
-			m.ix.DeleteUpload(seq)
+			if err := m.ix.DeleteUpload(seq); err != nil {
+				m.log.Warn("writeback: clearing the journal entry", "seq", seq, "err", err)
+			}
 			return nil
 		}
 		if r.Source != m.source {
@@ -128,7 +130,9 @@ func (m *Manager) restore() error {
 		p := filepath.Join(m.store.StagingDir(), r.Staging)
 		if _, err := os.Stat(p); err != nil {
 			m.log.Error("writeback: journaled upload lost its staging file; dropping it", "key", r.Key, "err", err)
-			m.ix.DeleteUpload(seq)
+			if err := m.ix.DeleteUpload(seq); err != nil {
+				m.log.Warn("writeback: clearing the journal entry", "key", r.Key, "err", err)
+			}
 			return nil
 		}
 		owned[r.Staging] = true

@@ -143,8 +143,12 @@ func TestLastCommitWins(t *testing.T) {
 	b.gate = make(chan struct{})
 	e := newEnv(t, Async, b, "")
 	ctx := context.Background()
-	e.m.Commit(ctx, "k", e.stage(t, []byte("first")), "", 1)
-	e.m.Commit(ctx, "k", e.stage(t, []byte("second")), "", 2)
+	if _, err := e.m.Commit(ctx, "k", e.stage(t, []byte("first")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Commit(ctx, "k", e.stage(t, []byte("second")), "", 2); err != nil {
+		t.Fatal(err)
+	}
 	close(b.gate)
 	if err := e.m.WaitKey(ctx, "k"); err != nil {
 		t.Fatal(err)
@@ -190,8 +194,12 @@ func TestCancelAndRekey(t *testing.T) {
 	b.gate = make(chan struct{})
 	e := newEnv(t, Async, b, "")
 	ctx := context.Background()
-	e.m.Commit(ctx, "gone", e.stage(t, []byte("deleted before upload")), "", 1)
-	e.m.Commit(ctx, "tmp", e.stage(t, []byte("renamed")), "", 1)
+	if _, err := e.m.Commit(ctx, "gone", e.stage(t, []byte("deleted before upload")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.Commit(ctx, "tmp", e.stage(t, []byte("renamed")), "", 1); err != nil {
+		t.Fatal(err)
+	}
 	b.objs["old"], b.vers["old"] = []byte("x"), "v"
 	e.m.Cancel("gone")
 	if !e.m.Rekey("tmp", "final", "old") {

@@ -67,7 +67,7 @@ func cacheStatsCmd() *cobra.Command {
 	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().IntVar(&last, "last", 10, "mounts of the history to show")
-	cmd.MarkFlagRequired("cache-dir")
+	requireFlag(cmd, "cache-dir")
 	return cmd
 }
 

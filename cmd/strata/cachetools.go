@@ -217,7 +217,7 @@ read were checked then); for a check of every block, unmount first.`,
 			})
 			pp.done()
 			if asJSON {
-				printJSON(res)
+				err = errors.Join(err, printJSON(res))
 			} else if res.Objects > 0 || err == nil {
 				fmt.Printf("verified %d objects (%s): %d bad blocks dropped in %d objects\n", res.DoneObjects, sizeStr(res.DoneBytes), res.BadBlocks, res.BadObjects)
 				for _, k := range res.Damaged {
@@ -230,7 +230,7 @@ read were checked then); for a check of every block, unmount first.`,
 	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().IntVar(&workers, "workers", 4, "objects checked at once (offline)")
-	cmd.MarkFlagRequired("cache-dir")
+	requireFlag(cmd, "cache-dir")
 	return cmd
 }
 
@@ -262,8 +262,7 @@ is the mount's own limit.`,
 				return err
 			}
 			if asJSON {
-				printJSON(res)
-				return nil
+				return printJSON(res)
 			}
 			where := ""
 			if res.Live {
@@ -276,7 +275,7 @@ is the mount's own limit.`,
 	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
 	cmd.Flags().Var(&size, "cache-size", "size limit to apply (offline; default: keep 10% of the disk free)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.MarkFlagRequired("cache-dir")
+	requireFlag(cmd, "cache-dir")
 	return cmd
 }
 
@@ -295,10 +294,14 @@ func viaMountOr(ctx context.Context, dir string, req controlRequest, result any,
 	return conn.call(req, onProgress, result)
 }
 
-func printJSON(v any) {
+// printJSON prints v, indented, on stdout.
+func printJSON(v any) error {
 	enc := json.NewEncoder(os.Stdout)
 	enc.SetIndent("", "  ")
-	enc.Encode(v)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("writing JSON: %w", err)
+	}
+	return nil
 }
 
 // errInUse: clear needs the directory to itself.
@@ -323,7 +326,9 @@ func clearDir(dir string, force bool) (objects, bytes int64, err error) {
 		return 0, 0, fmt.Errorf("%s holds %d staged files (written files not yet uploaded); they would be lost: mount it to let them upload, or use --force", dir, len(staged))
 	}
 	if ix, err := index.Open(filepath.Join(dir, "index"), index.DefaultOptions()); err == nil {
-		ix.ScanBlockUsage(func(_ index.ID, _, b int64) error { objects++; bytes += b; return nil })
+		// The counts are for the report: a damaged index, which is what
+		// a clear is often for, must not stop it.
+		_ = ix.ScanBlockUsage(func(_ index.ID, _, b int64) error { objects++; bytes += b; return nil })
 		ix.Close()
 	}
 	for _, name := range []string{"index", "objects", "staging", "session.json", "session.json.tmp", "history.json", "history.json.tmp", controlSockName} {
@@ -358,6 +363,6 @@ files wait for upload, unless --force.`,
 	}
 	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
 	cmd.Flags().BoolVar(&force, "force", false, "also discard written files not yet uploaded")
-	cmd.MarkFlagRequired("cache-dir")
+	requireFlag(cmd, "cache-dir")
 	return cmd
 }

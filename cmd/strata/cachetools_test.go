@@ -38,14 +38,22 @@ func flipBlock(t *testing.T, dir string) {
 	t.Helper()
 	var biggest string
 	var size int64
-	filepath.WalkDir(filepath.Join(dir, "objects"), func(p string, d fs.DirEntry, err error) error {
-		if err == nil && !d.IsDir() {
-			if fi, _ := d.Info(); fi.Size() > size {
-				biggest, size = p, fi.Size()
-			}
+	err := filepath.WalkDir(filepath.Join(dir, "objects"), func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		if fi.Size() > size {
+			biggest, size = p, fi.Size()
 		}
 		return nil
 	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.OpenFile(biggest, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -123,12 +131,15 @@ func TestOfflineVerifyKeepsLRUOrder(t *testing.T) {
 			}
 			defer ix.Close()
 			bumped := 0
-			ix.ScanObjects(func(_ index.ID, rec index.ObjectRecord, err error) error {
+			err = ix.ScanObjects(func(_ index.ID, rec index.ObjectRecord, err error) error {
 				if err == nil && rec.LastAccess > old.Unix()+60 {
 					bumped++
 				}
 				return nil
 			})
+			if err != nil {
+				t.Fatal(err)
+			}
 			if frozen && bumped != 0 {
 				t.Fatalf("verify bumped the last access of %d objects", bumped)
 			}
@@ -142,8 +153,11 @@ func TestOfflineVerifyKeepsLRUOrder(t *testing.T) {
 func TestClear(t *testing.T) {
 	t.Run("removes only what strata put there", func(t *testing.T) {
 		dir := warmedCacheDir(t)
-		os.WriteFile(filepath.Join(dir, "strata.log"), []byte("log\n"), 0o600)
-		os.WriteFile(filepath.Join(dir, "notes.txt"), []byte("mine\n"), 0o600)
+		for name, text := range map[string]string{"strata.log": "log\n", "notes.txt": "mine\n"} {
+			if err := os.WriteFile(filepath.Join(dir, name), []byte(text), 0o600); err != nil {
+				t.Fatal(err)
+			}
+		}
 		n, b, err := clearDir(dir, false)
 		if err != nil || n != int64(len(warmTree)-1) || b == 0 {
 			t.Fatalf("clear: %d objects, %d bytes, %v", n, b, err)
@@ -175,7 +189,9 @@ func TestClear(t *testing.T) {
 	})
 	t.Run("refuses to drop staged writes unless forced", func(t *testing.T) {
 		dir := warmedCacheDir(t)
-		os.WriteFile(filepath.Join(dir, "staging", "ckpt"), []byte("not uploaded"), 0o600)
+		if err := os.WriteFile(filepath.Join(dir, "staging", "ckpt"), []byte("not uploaded"), 0o600); err != nil {
+			t.Fatal(err)
+		}
 		if _, _, err := clearDir(dir, false); err == nil || !strings.Contains(err.Error(), "not yet uploaded") {
 			t.Fatalf("clear with staged files: %v", err)
 		}

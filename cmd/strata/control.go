@@ -163,8 +163,8 @@ func peerAllowed(conn *net.UnixConn) (int, bool) {
 	}
 	var cred *unix.Ucred
 	var cerr error
-	raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
-	if cerr != nil || cred == nil {
+	err = raw.Control(func(fd uintptr) { cred, cerr = unix.GetsockoptUcred(int(fd), unix.SOL_SOCKET, unix.SO_PEERCRED) })
+	if err != nil || cerr != nil || cred == nil {
 		return -1, false
 	}
 	return int(cred.Uid), cred.Uid == 0 || int(cred.Uid) == os.Getuid()
@@ -189,7 +189,7 @@ func (r *reply) send(m controlMsg) error {
 
 func (r *reply) progress(v any) {
 	if b, err := json.Marshal(v); err == nil {
-		r.send(controlMsg{Type: "progress", Progress: b})
+		_ = r.send(controlMsg{Type: "progress", Progress: b}) // kept in r.err: see handle
 	}
 }
 
@@ -204,8 +204,10 @@ func (c *controlServer) handle(conn *net.UnixConn) {
 	if err := json.NewDecoder(rd).Decode(&req); err != nil {
 		return
 	}
+	// A failed send means the client went away: the reader below cancels
+	// the job, so send's error (kept in out.err) is not checked.
 	out := &reply{enc: json.NewEncoder(conn)}
-	out.send(controlMsg{Type: "hello", Hello: &controlHello{
+	_ = out.send(controlMsg{Type: "hello", Hello: &controlHello{
 		Protocol: controlProtocol, PID: os.Getpid(), Version: config.Version, Source: s.src.String(), Mountpoint: s.mnt,
 	}})
 	// The client sends nothing more: EOF (or an error) on the connection
@@ -213,25 +215,25 @@ func (c *controlServer) handle(conn *net.UnixConn) {
 	ctx, cancel := context.WithCancel(c.ctx)
 	defer cancel()
 	go func() {
-		io.Copy(io.Discard, conn)
+		_, _ = io.Copy(io.Discard, conn) // its end, EOF or error, is the signal
 		cancel()
 	}()
 	start := time.Now()
 	result, err := c.dispatch(ctx, req, out)
 	if err != nil {
 		s.log.Info("control: request failed", "op", req.Op, "err", err)
-		out.send(controlMsg{Type: "error", Error: err.Error()})
+		_ = out.send(controlMsg{Type: "error", Error: err.Error()})
 		return
 	}
 	b, err := json.Marshal(result)
 	if err != nil {
-		out.send(controlMsg{Type: "error", Error: err.Error()})
+		_ = out.send(controlMsg{Type: "error", Error: err.Error()})
 		return
 	}
 	if req.Op != "ping" && req.Op != "stats" {
 		s.log.Info("control: done", "op", req.Op, "took", time.Since(start).Round(time.Millisecond).String())
 	}
-	out.send(controlMsg{Type: "result", Result: b})
+	_ = out.send(controlMsg{Type: "result", Result: b})
 }
 
 var errUnknownOp = errors.New("unknown control operation")

@@ -55,7 +55,7 @@ func daemonize(args []string, logFile string) error {
 	select {
 	case s := <-line:
 		if s == "ok" {
-			cmd.Process.Release()
+			_ = cmd.Process.Release() // the mount runs on; this frees only our handle
 			return nil
 		}
 		if msg, ok := strings.CutPrefix(s, "error "); ok {

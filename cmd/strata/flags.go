@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+
+	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
 	"github.com/stratafs/strata/internal/config"
@@ -47,4 +50,12 @@ func bindMountFlags(fs *pflag.FlagSet, c *config.Config) {
 	bindWriteFlags(fs, &c.Write)
 	bindSharedFlags(fs, &c.Shared)
 	bindOpsFlags(fs, &c.Ops)
+}
+
+// requireFlag marks flag name of cmd required. It fails only for a name
+// cmd does not define: a typo here, so it panics.
+func requireFlag(cmd *cobra.Command, name string) {
+	if err := cmd.MarkFlagRequired(name); err != nil {
+		panic(fmt.Sprintf("strata: %s: %v", cmd.Name(), err))
+	}
 }

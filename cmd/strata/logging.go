@@ -1,7 +1,6 @@
 package main
 
 import (
-	"fmt"
 	"io"
 	"log/slog"
 	"os"
@@ -44,10 +43,4 @@ func isTerminal(w io.Writer) bool {
 	}
 	_, err := unix.IoctlGetTermios(int(f.Fd()), unix.TCGETS)
 	return err == nil
-}
-
-// fail prints one line naming the problem and exits non-zero.
-func fail(format string, a ...any) {
-	fmt.Fprintf(os.Stderr, "strata: "+format+"\n", a...)
-	os.Exit(1)
 }

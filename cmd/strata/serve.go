@@ -224,7 +224,9 @@ func ownerIDs(cfg *config.Config) (uint32, uint32) {
 // unmountNow undoes a mount that start cannot complete.
 func unmountNow(s *server) {
 	if err := s.mounted.Server.Unmount(); err != nil {
-		unix.Unmount(s.mnt, unix.MNT_DETACH)
+		if err := unix.Unmount(s.mnt, unix.MNT_DETACH); err != nil {
+			s.log.Warn("undoing the mount", "mountpoint", s.mnt, "err", err)
+		}
 	}
 	s.mounted.Server.Wait()
 }

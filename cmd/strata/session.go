@@ -111,8 +111,9 @@ func (w *sessionWriter) write(running bool) {
 	}
 	p := sessionPath(w.s.cfg.CacheDir)
 	tmp := p + ".tmp"
+	// Best effort, like the marshal above: the next write tries again.
 	if err := os.WriteFile(tmp, b, 0o600); err == nil {
-		os.Rename(tmp, p)
+		_ = os.Rename(tmp, p)
 	}
 }
 

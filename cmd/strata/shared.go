@@ -185,8 +185,9 @@ func (st *sharedState) write(s *server, running bool) {
 		return
 	}
 	tmp := st.path + ".tmp"
+	// Best effort, like the marshal above: the next write tries again.
 	if err := os.WriteFile(tmp, b, 0o600); err == nil {
-		os.Rename(tmp, st.path)
+		_ = os.Rename(tmp, st.path)
 	}
 }
 

@@ -187,7 +187,9 @@ func (s *sidecar) serveVolume(ctx context.Context, dir string) {
 			return
 		}
 		log.Error("sidecar: cannot serve the volume; retrying", "err", err, "in", backoff)
-		os.WriteFile(filepath.Join(dir, csi.ErrorName), []byte(err.Error()+"\n"), 0o644)
+		if werr := os.WriteFile(filepath.Join(dir, csi.ErrorName), []byte(err.Error()+"\n"), 0o644); werr != nil {
+			log.Warn("sidecar: recording the error for the plugin", "err", werr)
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
@@ -210,7 +212,9 @@ func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger)
 	log.Info("sidecar: received the mount", "handoff", h)
 	srv, err := s.start(ctx, h, dev, log)
 	if err != nil {
-		csi.SendControl(conn, csi.Control{Op: csi.OpError, Error: err.Error()})
+		// If this does not reach the plugin, the closed connection tells
+		// it the hand-off failed.
+		_ = csi.SendControl(conn, csi.Control{Op: csi.OpError, Error: err.Error()})
 		conn.Close()
 		return nil, nil, err
 	}
@@ -218,7 +222,9 @@ func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger)
 		log.Warn("sidecar: could not tell the plugin it serves", "err", err)
 	}
 	os.Remove(filepath.Join(dir, csi.ErrorName))
-	os.WriteFile(filepath.Join(dir, csi.ReadyName), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644)
+	if err := os.WriteFile(filepath.Join(dir, csi.ReadyName), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
+		log.Warn("sidecar: recording that it serves", "err", err)
+	}
 	return srv, conn, nil
 }
 

@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -28,9 +27,9 @@ failed file's data is kept in the cache directory and the message says where.`,
 				return err
 			}
 			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				enc.Encode(sum)
+				if err := printJSON(sum); err != nil {
+					return err
+				}
 			} else {
 				for _, f := range sum.Failed {
 					fmt.Printf("failed: %s: %s (data kept in %s)\n", f.Key, f.Error, f.Staging)

@@ -201,9 +201,7 @@ func warmLine(p WarmProgress, via string) string {
 // error if any.
 func warmReport(p WarmProgress, err error, via string, asJSON bool) error {
 	if asJSON {
-		enc := json.NewEncoder(os.Stdout)
-		enc.SetIndent("", "  ")
-		enc.Encode(p)
+		err = errors.Join(err, printJSON(p))
 	} else if p.Objects > 0 || p.FailedPaths > 0 || err == nil {
 		fmt.Println(warmLine(p, via))
 	}

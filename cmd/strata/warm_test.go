@@ -26,7 +26,7 @@ func TestWarmHelpListsWarmFlagsOnly(t *testing.T) {
 	want := strings.Fields(`anonymous block-size cache-dir cache-size config endpoint-url force-path-style from-list help
 		io-engine json key-file log-level max-fetches memory-limit metadata-ttl no-sign-request part-size prefix profile
 		progress-interval region shared-cache shared-cache-endpoint-url shared-cache-force-path-style shared-cache-group-size
-		shared-cache-profile shared-cache-read-only shared-cache-region shared-cache-timeout shared-cache-write-buffer
+		shared-cache-key-file shared-cache-profile shared-cache-read-only shared-cache-region shared-cache-timeout shared-cache-write-buffer
 		shared-cache-write-concurrency warm-concurrency`)
 	slices.Sort(shown)
 	slices.Sort(want)

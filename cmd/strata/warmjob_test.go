@@ -38,7 +38,9 @@ func newWarmEnv(t *testing.T, files map[string]int, cacheBytes int64, opts ...fu
 	e := &warmEnv{src: t.TempDir(), sizes: map[string]int64{}}
 	for k, n := range files {
 		p := filepath.Join(e.src, k)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		b := make([]byte, n)
 		for i := range b {
 			b[i] = byte(i*7 + n)

@@ -65,7 +65,7 @@ func drainUploads(s *server) {
 	defer tick.Stop()
 	done := make(chan struct{})
 	go func() {
-		s.wb.WaitAll(ctx)
+		_, _ = s.wb.WaitAll(ctx) // the outcome is read from Summary below
 		close(done)
 	}()
 	for {

@@ -101,7 +101,10 @@ func TestReadTimeCap(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !s.Truncated || s.Ops == 0 {
+	// The cap, not the count, must end the run. Zero ops is a legal
+	// outcome: on a loaded machine the first 512-byte read (and the open
+	// before it) can outlast 200 ms.
+	if !s.Truncated || s.Ops >= 1<<30 {
 		t.Errorf("capped run: %+v", s)
 	}
 }

@@ -27,11 +27,17 @@ func TestCgroupMemoryLimit(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			proc := filepath.Join(dir, "cgroup")
-			os.WriteFile(proc, []byte(tc.cgroup), 0o644)
+			if err := os.WriteFile(proc, []byte(tc.cgroup), 0o644); err != nil {
+				t.Fatal(err)
+			}
 			root := filepath.Join(dir, "sys")
 			for p, v := range tc.files {
-				os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755)
-				os.WriteFile(filepath.Join(root, p), []byte(v), 0o644)
+				if err := os.MkdirAll(filepath.Dir(filepath.Join(root, p)), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(filepath.Join(root, p), []byte(v), 0o644); err != nil {
+					t.Fatal(err)
+				}
 			}
 			got, err := cgroupMemoryLimit(proc, root)
 			if tc.noLimit {

@@ -136,7 +136,9 @@ func bindMount(src, target string, readOnly bool) error {
 	if readOnly {
 		flags := uintptr(unix.MS_BIND | unix.MS_REMOUNT | unix.MS_RDONLY | unix.MS_NOSUID | unix.MS_NODEV)
 		if err := unix.Mount("", target, "", flags, ""); err != nil {
-			unix.Unmount(target, unix.MNT_DETACH)
+			if uerr := unix.Unmount(target, unix.MNT_DETACH); uerr != nil {
+				return fmt.Errorf("csi: remount %s read-only: %w (and the writable bind stays: %v)", target, err, uerr)
+			}
 			return fmt.Errorf("csi: remount %s read-only: %w", target, err)
 		}
 	}

@@ -142,7 +142,9 @@ func (n *nodeShares) ensureMounted(ctx context.Context, dir, mnt string, spec Sp
 	if err := os.MkdirAll(cacheDir, 0o700); err != nil {
 		return fmt.Errorf("csi: cache dir: %w", err)
 	}
-	os.WriteFile(filepath.Join(dir, "cachedir"), []byte(cacheDir), 0o600)
+	if err := os.WriteFile(filepath.Join(dir, "cachedir"), []byte(cacheDir), 0o600); err != nil {
+		n.log.Warn("csi: recording the cache dir; the last unpublish will not wait for the mount to release it", "dir", cacheDir, "err", err)
+	}
 	args := []string{"mount", spec.Source, mnt, "--cache-dir", cacheDir, "--allow-other",
 		"--log-file", filepath.Join(dir, "strata.log")}
 	args = append(append(args, n.opts.ExtraMountArgs...), spec.Args...)

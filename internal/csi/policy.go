@@ -55,7 +55,7 @@ func init() {
 		flagScopes[f] = ScopePV
 	}
 	for _, f := range strings.Fields(`cache-dir log-file foreground f allow-other key-file profile
-		shared-cache-profile config print-config help h read-only`) {
+		shared-cache-profile shared-cache-key-file config print-config help h read-only`) {
 		flagScopes[f] = ScopeDriver
 	}
 }

@@ -83,7 +83,10 @@ func (d *Driver) publishSidecar(volumeID, target string, spec Spec, creds Creden
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return fmt.Errorf("csi: hand-off dir: %w", err)
 	}
-	os.Chmod(dir, 0o777) // the sidecar, any uid, writes ready/error here
+	// The sidecar, any uid, writes ready/error here.
+	if err := os.Chmod(dir, 0o777); err != nil {
+		d.log.Warn("csi: hand-off dir not writable for all; a sidecar of another uid cannot answer", "dir", dir, "err", err)
+	}
 	os.Remove(filepath.Join(dir, ReadyName))
 	os.Remove(filepath.Join(dir, ErrorName))
 	l, err := ListenHandoff(dir)
@@ -116,7 +119,8 @@ func (d *Driver) publishSidecar(volumeID, target string, spec Spec, creds Creden
 // reports ready, the hand-off times out, or the volume is unpublished.
 func (v *sidecarVol) serve() {
 	defer close(v.done)
-	v.l.SetDeadline(time.Now().Add(v.timeout))
+	// Fails only on a closed listener, which Accept then reports.
+	_ = v.l.SetDeadline(time.Now().Add(v.timeout))
 	for {
 		c, err := v.l.AcceptUnix()
 		if err != nil {
@@ -140,14 +144,16 @@ func (v *sidecarVol) serve() {
 			v.release()
 			return
 		}
-		c.SetReadDeadline(time.Now().Add(handoffAnswer))
+		// Set and cleared below; fails only on a closed connection, which
+		// the hand-off's reads and writes then report.
+		_ = c.SetReadDeadline(time.Now().Add(handoffAnswer))
 		if err := SendHandoff(c, v.handoff, v.dev); err != nil {
 			c.Close()
 			v.fail(err.Error())
 			continue
 		}
 		m, err := RecvControl(c)
-		c.SetReadDeadline(time.Time{})
+		_ = c.SetReadDeadline(time.Time{})
 		v.mu.Lock()
 		v.pending = nil
 		v.mu.Unlock()

@@ -131,7 +131,7 @@ func (m *Metrics) Listen(addr string) (*Server, error) {
 	}
 	go func() {
 		defer close(s.done)
-		s.srv.Serve(ln) // returns ErrServerClosed after Close
+		_ = s.srv.Serve(ln) // returns ErrServerClosed after Close
 	}()
 	return s, nil
 }

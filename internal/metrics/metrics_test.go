@@ -83,7 +83,9 @@ func newLocal(t *testing.T, files map[string]string) backend.Backend {
 	dir := t.TempDir()
 	for k, v := range files {
 		p := filepath.Join(dir, k)
-		os.MkdirAll(filepath.Dir(p), 0o755)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
 		if err := os.WriteFile(p, []byte(v), 0o644); err != nil {
 			t.Fatal(err)
 		}
@@ -123,7 +125,9 @@ func TestBackendRequests(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		io.Copy(io.Discard, rc)
+		if _, err := io.Copy(io.Discard, rc); err != nil {
+			t.Fatal(err)
+		}
 		rc.Close()
 	}
 	rc, err := be.ReadRange(ctx, "a/y", "", 0, 10)

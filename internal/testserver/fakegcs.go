@@ -271,7 +271,7 @@ func (f *FakeGCS) waitReady(logStart int64, done <-chan struct{}) error {
 	marker := []byte("server started at http://127.0.0.1:" + strconv.Itoa(f.Port))
 	client := &http.Client{Timeout: time.Second}
 	deadline := time.Now().Add(fakeGCSStartTimeout)
-	var last error = errors.New("no start-up line in the log yet")
+	last := errors.New("no start-up line in the log yet")
 	for time.Now().Before(deadline) {
 		select {
 		case <-done:
