@@ -113,7 +113,7 @@ func TestUploadRetryBudget(t *testing.T) {
 	if !u.shouldRetry(transient) || !u.shouldRetry(transient) || u.shouldRetry(transient) {
 		t.Fatal("want two retries, then give up (3 attempts)")
 	}
-	u.progress()
+	u.progress(1)
 	if !u.shouldRetry(transient) {
 		t.Fatal("progress must restore the budget")
 	}
