@@ -112,3 +112,29 @@ func TestCacheFilesPrivate(t *testing.T) {
 		t.Fatalf("only %d entries under the cache dir", n)
 	}
 }
+
+// TestFileSourceWriteModes: files and directories written through a
+// mount of a file:// source get --file-mode and --dir-mode in the source
+// tree, as they show in the mount (the daemon's umask of 077, which keeps
+// its cache private, made them 0600 and 0700).
+func TestFileSourceWriteModes(t *testing.T) {
+	requireFUSE(t)
+	src := &localSource{t.TempDir()}
+	bucket := src.newBucket(t)
+	m := startMount(t, src, src.source(bucket, ""), "", "--upload", "sync", "--file-mode", "0640", "--dir-mode", "0750")
+	if err := os.MkdirAll(filepath.Join(m.dir, "d", "e"), 0o777); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, "d", "e", "f"), []byte("data"), 0o666); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]fs.FileMode{"d": 0o750, "d/e": 0o750, "d/e/f": 0o640} {
+		fi, err := os.Stat(filepath.Join(src.root, bucket, p))
+		if err != nil {
+			t.Fatalf("%s in the source tree: %v", p, err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s in the source tree: mode %o, want %o", p, got, want)
+		}
+	}
+}

@@ -49,7 +49,20 @@
 // The object appears only at finalization; a failed, short or cancelled
 // Put aborts the session and leaves nothing. IfVersion maps to
 // ifGenerationMatch (VersionAbsent: ifGenerationMatch=0), which GCS
-// checks when the upload is finalized.
+// checks when the upload is finalized. A final request that failed
+// without a verdict (timed out and re-sent, the re-send finding the
+// session gone; or a 412 the upload's own first attempt may have
+// caused) is checked against the object: a generation other than the
+// one replaced with the data's size and CRC32C is success. The object
+// is polled for a while (confirmWindow) for a late first attempt.
+//
+// # Reads on emulators and custom endpoints
+//
+// GCS itself is read through the XML API. An emulator or a custom
+// endpoint is read through the JSON API (alt=media, with Accept-Encoding
+// gzip for stored bytes), and an unversioned read is pinned to the
+// generation a Stat returns: emulators may not name the generation in
+// download headers.
 //
 // # Credentials and endpoints
 //
@@ -77,7 +90,10 @@
 //     chunk: multi-chunk uploads are not checksum-verified (GCS verifies
 //     them). TestUploadChecksumEnforced checks one-request uploads only.
 //   - XML API downloads are routed by Host: -public-host must be the
-//     server's own host:port, or the Host header is taken for a bucket.
+//     server's own host:port, or the Host header is taken for a bucket
+//     (hence JSON reads on emulators, above).
+//   - A final chunk re-sent to a session already finalized gets 404
+//     (GCS returns the object): see Writes.
 //     The test harness sets it.
 //
 // Copy with a source generation, ranged reads by generation, resumable

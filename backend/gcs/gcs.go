@@ -34,6 +34,9 @@ type Backend struct {
 	name   string
 	ep     endpoint
 	opt    Options
+	// jsonReads: reads go through the JSON API (an emulator or a custom
+	// endpoint); storedBytes then asks for the stored bytes.
+	jsonReads bool
 }
 
 // New opens bucket with opt. It resolves credentials and the endpoint but
@@ -53,13 +56,21 @@ func New(ctx context.Context, bucket string, opt Options) (*Backend, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Reads use the library's default XML API path: it is the only one
-	// that can ask for stored bytes (ReadCompressed) and it escapes the
-	// whole object name as one path segment ("a/../b" goes out as
-	// "a%2F..%2Fb"), so no key is open to path normalisation.
+	// Reads use the library's default XML API path on GCS itself. An
+	// emulator or a custom endpoint is read through the JSON API, as
+	// every other request: fake-gcs-server serves the XML API only for
+	// the host given as its -public-host, which its README's way of
+	// starting it leaves unset (every read was a 404). Both paths ask for
+	// stored bytes (ReadCompressed, or storedBytes for JSON) and send the object name as one
+	// escaped path segment ("a/../b" goes out as "a%2F..%2Fb"), so no key
+	// is open to path normalisation.
 	copts := []option.ClientOption{option.WithHTTPClient(hc), storage.WithDisabledClientMetrics()}
 	if ep.api != "" {
 		copts = append(copts, option.WithEndpoint(ep.api))
+	}
+	jsonReads := ep.api != "" || ep.emulator
+	if jsonReads {
+		copts = append(copts, storage.WithJSONReads())
 	}
 	client, err := storage.NewClient(ctx, copts...)
 	if err != nil {
@@ -80,7 +91,7 @@ func New(ctx context.Context, bucket string, opt Options) (*Backend, error) {
 		storage.WithMaxRetryDuration(opt.RetryDeadline),
 		storage.WithErrorFunc(shouldRetry),
 	)
-	return &Backend{client: client, hc: hc, bucket: client.Bucket(bucket), name: bucket, ep: ep, opt: opt}, nil
+	return &Backend{client: client, hc: hc, bucket: client.Bucket(bucket), name: bucket, ep: ep, opt: opt, jsonReads: jsonReads}, nil
 }
 
 // String is "gs://bucket", or "gs://bucket@scheme://host" for a custom

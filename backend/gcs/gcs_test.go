@@ -1,6 +1,7 @@
 package gcs
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"crypto/rsa"
@@ -249,4 +250,41 @@ func TestString(t *testing.T) {
 		}
 		b.Close()
 	}
+}
+
+// fake-gcs-server started as its README shows (no -public-host) serves
+// the XML API only for storage.googleapis.com: an emulator or a custom
+// endpoint is read through the JSON API, so reads work either way.
+func TestEmulatorWithoutPublicHost(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts fake-gcs-server")
+	}
+	f := testserver.StartFakeGCSWith(t, testserver.FakeGCSOptions{Memory: true, NoPublicHost: true})
+	f.CreateBucket(t, "bkt")
+	ctx := context.Background()
+	data := testData(3*chunkQuantum+7, 9)
+	info := mustPut(t, newTestBackend(t, f.Endpoint, "bkt", nil), "dir/a b", data, backend.PutOptions{PartSize: chunkQuantum})
+	check := func(name string, b *Backend) {
+		t.Helper()
+		for _, r := range []struct {
+			version string
+			off, n  int64
+		}{{info.Version, 0, int64(len(data))}, {"", 5, 100}} {
+			got, err := readAll(ctx, b, "dir/a b", r.version, r.off, r.n)
+			if err != nil || !bytes.Equal(got, data[r.off:r.off+r.n]) {
+				t.Errorf("%s: ReadRange(%q, %d, %d) = %d bytes, %v", name, r.version, r.off, r.n, len(got), err)
+			}
+		}
+	}
+	check("Endpoint", newTestBackend(t, f.Endpoint, "bkt", nil))
+	for _, kv := range f.Env() {
+		k, v, _ := strings.Cut(kv, "=")
+		t.Setenv(k, v)
+	}
+	b, err := New(ctx, "bkt", DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer b.Close()
+	check("STORAGE_EMULATOR_HOST", b)
 }

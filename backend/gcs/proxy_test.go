@@ -85,11 +85,15 @@ func (p *faultProxy) set(fault func(w http.ResponseWriter, r *http.Request) bool
 	p.seen.Store(0)
 }
 
-// isMediaRead matches an XML API object download ("/bucket/key"), the
-// request ReadRange makes; JSON API, upload and download paths are not.
+// isMediaRead matches an object download, the request ReadRange makes:
+// through the JSON API (alt=media, what a custom endpoint gets) or the
+// XML API ("/bucket/key"); other JSON API, upload and batch paths are not.
 func isMediaRead(r *http.Request) bool {
 	if r.Method != http.MethodGet {
 		return false
+	}
+	if r.URL.Query().Get("alt") == "media" {
+		return true
 	}
 	for _, api := range []string{"/storage/", "/upload/", "/download/", "/batch/", "/_internal/"} {
 		if strings.HasPrefix(r.URL.Path, api) {

@@ -51,11 +51,26 @@ func baseTransport(o Options) *http.Transport {
 	return t
 }
 
+// storedBytes asks for an object's stored bytes on JSON API downloads
+// (alt=media): Accept-Encoding gzip, so a gzip-encoded object is not
+// decompressed by the server and offsets match Stat. The library sets
+// this header itself only on XML API reads (ReadCompressed) and refuses
+// it on JSON reads, which an emulator or a custom endpoint uses.
+type storedBytes struct{ rt http.RoundTripper }
+
+func (s storedBytes) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodGet && r.URL.Query().Get("alt") == "media" && r.Header.Get("Accept-Encoding") == "" {
+		r = r.Clone(r.Context())
+		r.Header.Set("Accept-Encoding", "gzip")
+	}
+	return s.rt.RoundTrip(r)
+}
+
 // newHTTPClient builds the authenticated client: credentials from
 // KeyFile, none (Anonymous, or a plain-http endpoint), or Application
 // Default Credentials.
 func newHTTPClient(ctx context.Context, o Options, ep endpoint) (*http.Client, error) {
-	base := baseTransport(o)
+	base := storedBytes{baseTransport(o)}
 	if o.Anonymous || ep.insecure {
 		return &http.Client{Transport: base}, nil
 	}

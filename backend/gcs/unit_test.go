@@ -115,7 +115,7 @@ func TestUploadRetryBudget(t *testing.T) {
 	if !first || !second || third {
 		t.Fatalf("retries %v %v %v: want two retries, then give up (3 attempts)", first, second, third)
 	}
-	u.progress()
+	u.progress(1)
 	if !u.shouldRetry(transient) {
 		t.Fatal("progress must restore the budget")
 	}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
+	"net/http"
 	"strconv"
 	"sync"
 	"time"
@@ -53,10 +55,11 @@ func chunkSize(size, part int64) int64 {
 // CRC32C with the final request and GCS refuses a mismatch.
 // opt.Concurrency is ignored (see chunkSize).
 //
-// One ambiguity remains for a conditional Put sent in one request: if its
-// response is lost and the retry finds the object it just created, the
-// retry's ErrPreconditionFailed is what Put reports. Resumable sessions
-// do not have it (a retried final chunk returns the finalized object).
+// A failure of the final request is checked against the object before
+// it is reported (confirmUpload): a final chunk that timed out and was
+// re-sent, whose re-send found the session gone (or, for a conditional
+// Put, found the object it had just created) while the first attempt
+// went on to finalize, is the success it was.
 func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
 	if key == "" || size < 0 {
 		return backend.ObjectInfo{}, fmt.Errorf("gcs: put %q: invalid key or size %d", key, size)
@@ -81,14 +84,15 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	w := obj.NewWriter(wctx)
-	w.ProgressFunc = func(int64) { ur.progress() }
+	w.ProgressFunc = ur.progress
 	w.ContentType = "application/octet-stream"
 	chunk := chunkSize(size, opt.PartSize)
 	w.ChunkSize = int(chunk)
 	w.ChunkRetryDeadline = b.opt.RetryDeadline
 	w.ChunkTransferTimeout = b.opt.RequestTimeout + time.Duration(chunk/minThroughput)*time.Second
 
-	copied, err := io.CopyBuffer(w, io.NewSectionReader(r, 0, size), make([]byte, copyBufSize))
+	crc := crc32.New(castagnoli)
+	copied, err := io.CopyBuffer(io.MultiWriter(w, crc), io.NewSectionReader(r, 0, size), make([]byte, copyBufSize))
 	if err == nil && copied != size {
 		err = fmt.Errorf("source ended after %d of %d bytes: %w", copied, size, io.ErrUnexpectedEOF)
 	}
@@ -106,6 +110,15 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 		return backend.ObjectInfo{}, b.putErr(ctx, key, err)
 	}
 	if err := w.Close(); err != nil {
+		// The final request failed without a verdict (no answer, the
+		// session gone) or with a 412 that the upload itself may have
+		// caused: ask the object.
+		if size-ur.committed() <= chunk && (ambiguous(ctx, err) || httpCode(err) == http.StatusPreconditionFailed) {
+			s := sent{size: size, crc: crc.Sum32(), prior: priorGeneration(opt.IfVersion), window: b.confirmWindow(size)}
+			if oi, ok := b.confirmUpload(ctx, key, s, err); ok {
+				return oi, nil
+			}
+		}
 		return backend.ObjectInfo{}, b.putErr(ctx, key, err)
 	}
 	return info(w.Attrs()), nil
@@ -120,6 +133,7 @@ type uploadRetry struct {
 	mu       sync.Mutex
 	failures int
 	since    time.Time // first failure since the last progress
+	done     int64     // bytes the server has acknowledged
 }
 
 func (u *uploadRetry) shouldRetry(err error) bool {
@@ -135,10 +149,19 @@ func (u *uploadRetry) shouldRetry(err error) bool {
 	return u.failures < u.max && time.Since(u.since) < u.deadline
 }
 
-func (u *uploadRetry) progress() {
+// progress records n bytes acknowledged by the server.
+func (u *uploadRetry) progress(n int64) {
 	u.mu.Lock()
 	u.failures = 0
+	u.done = n
 	u.mu.Unlock()
+}
+
+// committed is how many bytes the server has acknowledged.
+func (u *uploadRetry) committed() int64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.done
 }
 
 // putErr: a 412 is the IfVersion condition; a 404 can only be the bucket.

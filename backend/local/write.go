@@ -143,7 +143,7 @@ func (b *Backend) createTemp(root *os.Root, key, dir string) (*os.File, string, 
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
 		if dir != "." {
-			if err := root.MkdirAll(dir, b.opt.DirMode); err != nil {
+			if err := b.mkdirAll(root, dir); err != nil {
 				if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
 					return nil, "", fmt.Errorf("local: put %q: a parent of the key is a file, which cannot also be a prefix: %w",
 						key, backend.ErrNotSupported)
@@ -156,6 +156,13 @@ func (b *Backend) createTemp(root *os.Root, key, dir string) (*os.File, string, 
 		name := path.Join(dir, tmpPrefix+hex.EncodeToString(rnd[:]))
 		f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, b.opt.FileMode)
 		if err == nil {
+			// The mode exactly, not narrowed by the umask (the daemon's is
+			// 077, for its cache).
+			if err := f.Chmod(b.opt.FileMode); err != nil {
+				f.Close()
+				root.Remove(name)
+				return nil, "", mapErr("put", key, err)
+			}
 			return f, name, nil
 		}
 		last = err
@@ -289,12 +296,8 @@ func (b *Backend) mkdir(dir string) (backend.ObjectInfo, error) {
 		return backend.ObjectInfo{}, err
 	}
 	defer root.Close()
-	p := ""
-	for seg := range strings.SplitSeq(dir, "/") {
-		p = path.Join(p, seg)
-		if err := root.Mkdir(p, 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
-			return backend.ObjectInfo{}, mapErr("mkdir", dir, err)
-		}
+	if err := b.mkdirAll(root, dir); err != nil && !errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, fs.ErrExist) {
+		return backend.ObjectInfo{}, mapErr("mkdir", dir, err)
 	}
 	fi, err := root.Stat(dir)
 	if err != nil {
@@ -304,6 +307,30 @@ func (b *Backend) mkdir(dir string) (backend.ObjectInfo, error) {
 		return backend.ObjectInfo{}, fmt.Errorf("local: mkdir %q: a file is in the way: %w", dir, backend.ErrPreconditionFailed)
 	}
 	return backend.ObjectInfo{Key: dir + "/", MTime: fi.ModTime(), Version: fingerprint(fi)}, nil
+}
+
+// mkdirAll makes dir and its missing parents with DirMode exactly (not
+// narrowed by the umask); directories already there are left as they are.
+// A file in the way is fs.ErrExist or ENOTDIR, as with os.MkdirAll.
+func (b *Backend) mkdirAll(root *os.Root, dir string) error {
+	p := ""
+	for seg := range strings.SplitSeq(dir, "/") {
+		p = path.Join(p, seg)
+		err := root.Mkdir(p, b.opt.DirMode)
+		switch {
+		case err == nil:
+			if err := root.Chmod(p, b.opt.DirMode); err != nil {
+				return err
+			}
+		case errors.Is(err, fs.ErrExist):
+			if fi, serr := root.Stat(p); serr != nil || !fi.IsDir() {
+				return err
+			}
+		default:
+			return err
+		}
+	}
+	return nil
 }
 
 // rmdir removes dir for a marker delete, if it is an empty directory.

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -181,5 +182,39 @@ func TestLargeDirectoryPaging(t *testing.T) {
 	want = append(want, "big/g-new")
 	if got := list(); strings.Join(got, ",") != strings.Join(want, ",") {
 		t.Fatalf("listing after adding a file: %d keys, want %d (stale cache?)", len(got), len(want))
+	}
+}
+
+// Files and directories a write creates get FileMode and DirMode exactly,
+// whatever the process umask (the daemon runs with 077 to keep its cache
+// private, which made every file 0600).
+func TestWriteModesIgnoreUmask(t *testing.T) {
+	old := syscall.Umask(0o077)
+	defer syscall.Umask(old)
+	root := t.TempDir()
+	b, err := New(root, Options{FileMode: 0o640, DirMode: 0o751})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if _, err := b.Put(ctx, "a/b/put", strings.NewReader("x"), 1, backend.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Copy(ctx, "a/b/put", "", "c/copy"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Put(ctx, "m/n/", strings.NewReader(""), 0, backend.PutOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for p, want := range map[string]os.FileMode{
+		"a": 0o751, "a/b": 0o751, "a/b/put": 0o640, "c": 0o751, "c/copy": 0o640, "m": 0o751, "m/n": 0o751,
+	} {
+		fi, err := os.Stat(filepath.Join(root, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fi.Mode().Perm(); got != want {
+			t.Errorf("%s: mode %o, want %o", p, got, want)
+		}
 	}
 }

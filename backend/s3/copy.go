@@ -111,7 +111,7 @@ func (b *Backend) copyMultipart(ctx context.Context, src, dst string, info backe
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}
-	etag, err := b.complete(ctx, dst, id, parts, "")
+	etag, err := b.complete(ctx, dst, id, parts, info.Size, "")
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}

@@ -64,8 +64,9 @@
 // on CompleteMultipartUpload, where the object becomes visible; a
 // multipart upload also checks the condition with a HEAD before uploading,
 // to fail fast. If the answer to a CompleteMultipartUpload is lost and the
-// retry finds NoSuchUpload, the object is accepted if its ETag is the one
-// the parts produce. Copy pins the source with a HEAD and copies with
+// retry finds NoSuchUpload, or a 412 (a conditional upload's own object),
+// or every answer is lost, the object is accepted if its ETag is the one
+// the parts produce and its size is right. Copy pins the source with a HEAD and copies with
 // x-amz-copy-source-if-match (CopyObject up to 5 GiB, UploadPartCopy above).
 //
 // What MinIO at the version the Makefile pins (the commit of 2026-02-12,

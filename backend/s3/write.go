@@ -148,7 +148,7 @@ func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, s
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}
-	etag, err := b.complete(ctx, key, id, parts, ifVersion)
+	etag, err := b.complete(ctx, key, id, parts, size, ifVersion)
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}
@@ -195,9 +195,14 @@ func (b *Backend) runParts(ctx context.Context, n, conc int, part func(context.C
 }
 
 // complete finishes a multipart upload under ifVersion. If the request
-// succeeded but its answer was lost, the retry finds no upload: the object
-// is then accepted if its ETag is the one these parts produce.
-func (b *Backend) complete(ctx context.Context, key, id string, parts []types.CompletedPart, ifVersion string) (string, error) {
+// succeeded but its answer was lost (the connection cut after the server
+// completed), the SDK's retry finds no upload (NoSuchUpload), or, for a
+// conditional upload, finds the condition broken by the object it just
+// made (412, MinIO), or every retry is cut too: the object is then
+// accepted if it is there with the ETag these parts produce (an MD5 of
+// their MD5s, which another writer's object has only if it holds the
+// same bytes in the same parts) and size bytes.
+func (b *Backend) complete(ctx context.Context, key, id string, parts []types.CompletedPart, size int64, ifVersion string) (string, error) {
 	ifMatch, ifNoneMatch := conditions(ifVersion)
 	out, err := b.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 		Bucket: &b.bucket, Key: &key, UploadId: &id,
@@ -208,9 +213,10 @@ func (b *Backend) complete(ctx context.Context, key, id string, parts []types.Co
 	if err == nil {
 		return trimETag(out.ETag), nil
 	}
-	if errorCode(err) == "NoSuchUpload" {
+	if s := classify(err); ctx.Err() == nil &&
+		(errorCode(err) == "NoSuchUpload" || s == backend.ErrUnavailable || s == backend.ErrPreconditionFailed) {
 		if want := multipartETag(parts); want != "" {
-			if info, herr := b.head(ctx, "put", key, want); herr == nil {
+			if info, herr := b.head(ctx, "put", key, want); herr == nil && info.Size == size {
 				return info.Version, nil
 			}
 		}

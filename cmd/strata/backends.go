@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/stratafs/strata/backend"
@@ -40,7 +41,11 @@ func openBackend(ctx context.Context, src config.Source, cfg *config.Config) (ba
 		o.MaxAttempts = 5
 		return asBackend(gcs.New(ctx, src.Bucket, o))
 	case "file":
-		return asBackend(local.New(src.Path, local.DefaultOptions()))
+		// Files written through the mount get the mount's modes, as
+		// they show in it (--file-mode, --dir-mode).
+		o := local.DefaultOptions()
+		o.FileMode, o.DirMode = os.FileMode(cfg.FileMode).Perm(), os.FileMode(cfg.DirMode).Perm()
+		return asBackend(local.New(src.Path, o))
 	}
 	return nil, fmt.Errorf("unknown scheme %q", src.Scheme)
 }

@@ -36,8 +36,9 @@ type FakeGCS struct {
 	// Memory reports the in-memory storage backend (see FakeGCSOptions).
 	Memory bool
 
-	bin     string
-	logPath string
+	bin      string
+	logPath  string
+	noPublic bool // started without -public-host
 
 	mu   sync.Mutex // guards cmd and done; never held while waiting on the network
 	cmd  *exec.Cmd
@@ -68,6 +69,10 @@ type FakeGCSOptions struct {
 	// as "dir/", a key and a prefix of the same name, object versioning)
 	// but Stop loses the data: Restart then brings back an empty server.
 	Memory bool
+	// NoPublicHost starts the server the way its README shows, without
+	// -public-host: it then serves XML API downloads only for the host
+	// storage.googleapis.com, and a client must read through the JSON API.
+	NoPublicHost bool
 }
 
 // StartFakeGCSWith is StartFakeGCS with a choice of storage backend.
@@ -82,6 +87,7 @@ func StartFakeGCSWith(tb testing.TB, opt FakeGCSOptions) *FakeGCS {
 		Port:     port,
 		DataDir:  filepath.Join(dir, "data"),
 		Memory:   opt.Memory,
+		noPublic: opt.NoPublicHost,
 		bin:      bin,
 		logPath:  filepath.Join(dir, "fake-gcs-server.log"),
 	}
@@ -228,9 +234,11 @@ func (f *FakeGCS) start() error {
 		"-scheme", "http",
 		"-host", "127.0.0.1",
 		"-port", port,
-		"-public-host", f.Addr,
 		"-external-url", f.Endpoint,
 		"-log-level", "info", // start-up line below, and one line per request
+	}
+	if !f.noPublic {
+		args = append(args, "-public-host", f.Addr)
 	}
 	if f.Memory {
 		args = append(args, "-backend", "memory")
