@@ -97,6 +97,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	}
 	n.mu.Unlock()
 	if local {
+		f.stats.UserspaceOpens.Add(1)
 		return &fileHandle{n: n}, fuse.FOPEN_NOFLUSH, 0
 	}
 	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: e.Version, Size: e.Size, MTime: e.MTime})
@@ -134,6 +135,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		f.stats.PassthroughOpens.Add(1)
 		return &passthroughHandle{h}, fuse.FOPEN_NOFLUSH, 0
 	}
+	f.stats.UserspaceOpens.Add(1)
 	h.r = f.fetch.NewReader(obj)
 	// Each inode version is immutable: its page cache stays valid.
 	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0

@@ -159,6 +159,8 @@ func printStats(st CacheStats, last int) {
 		fmt.Printf("last mount:  %s on %s (%s, pid %d)\n", s.Source, s.Mountpoint, state, s.PID)
 		ratio, total := hitRatio(*s)
 		fmt.Printf("hit ratio:   %.1f%% of %s read (%s fetched in %d GETs)\n", 100*ratio, sizeStr(total), sizeStr(s.FetchedBytes), s.Fetches)
+		fmt.Printf("opens:       %d (%d passthrough, %d userspace)\n", s.Opens, s.PTOpens, s.USOpens)
+		fmt.Printf("reads:       %d FUSE READs answered by strata, %s (passthrough reads never reach it)\n", s.Reads, sizeStr(s.ReadBytes))
 	}
 	printHistory(st.History, last)
 }
