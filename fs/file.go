@@ -133,6 +133,8 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	h := &fileHandle{n: n, obj: obj, pt: pt}
 	if pt {
 		f.stats.PassthroughOpens.Add(1)
+		// The kernel reads the file without asking: the open is the hit.
+		f.fetch.CountOpenHit(obj)
 		return &passthroughHandle{h}, fuse.FOPEN_NOFLUSH, 0
 	}
 	f.stats.UserspaceOpens.Add(1)

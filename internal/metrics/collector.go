@@ -63,14 +63,18 @@ var stats = buildStats()
 
 func buildStats() []stat {
 	out := []stat{
-		counter("strata_cache_hits_total", "Reads served entirely from the cache (userspace handles; passthrough reads never reach strata).", nil,
+		counter("strata_cache_hits_total", "Reads served entirely from blocks found in the cache, plus opens of fully cached files handed to the kernel (passthrough: the open is the hit, its reads never reach strata).", nil,
 			fetchStat(func(st *prefetch.Stats) int64 { return st.HitOps.Load() })),
 		counter("strata_cache_misses_total", "Reads that waited for at least one block from the origin.", nil,
 			fetchStat(func(st *prefetch.Stats) int64 { return st.MissOps.Load() })),
-		counter("strata_cache_hit_bytes_total", "Bytes read from the cache.", nil,
+		counter("strata_cache_prefetch_hits_total", "Reads (and passthrough opens) served from blocks prefetched during this run: readahead, the whole-file fetch at open, directory prefetch. Not cache hits.", nil,
+			fetchStat(func(st *prefetch.Stats) int64 { return st.PrefetchHitOps.Load() })),
+		counter("strata_cache_hit_bytes_total", "Bytes of the hits (a passthrough open counts its file's size).", nil,
 			fetchStat(func(st *prefetch.Stats) int64 { return st.HitBytes.Load() })),
 		counter("strata_cache_miss_bytes_total", "Bytes read from blocks being fetched.", nil,
 			fetchStat(func(st *prefetch.Stats) int64 { return st.MissBytes.Load() })),
+		counter("strata_cache_prefetch_hit_bytes_total", "Bytes of the prefetch hits.", nil,
+			fetchStat(func(st *prefetch.Stats) int64 { return st.PrefetchHitBytes.Load() })),
 		gauge("strata_cache_used_bytes", "Bytes the cache holds.", nil,
 			storeStat(func(s *Sources) int64 { return s.Store.Used() })),
 		gauge("strata_cache_limit_bytes", "Bytes the cache may hold now (--cache-size, or what keeps 10% of the disk free).", nil,
