@@ -1,18 +1,20 @@
 package cache
 
-// Prefetched marks: a block fetched ahead of any reader (readahead, the
-// whole-object fetch at open, directory prefetch) is marked until a reader
-// claims it, so that the first read of it counts as served by prefetching
-// rather than as a cache hit. A block found in the cache that nobody
-// marked is a hit. Marks live in memory only: after a restart (or once an
-// idle object's state is dropped) every present block is a hit.
+// Prefetched marks: a block the origin delivered during this run (for a
+// read that waited, or ahead of readers: readahead, the whole-object
+// fetch at open, directory prefetch) is marked until a reader claims it,
+// so that reading it counts as served by fetching rather than as a cache
+// hit. A block found in the cache that nobody marked is a hit; so are
+// blocks of asked-for warming, which are not marked. Marks live in memory
+// only: after a restart (or once an idle object's state is dropped) every
+// present block is a hit.
 //
 // nPrefetched is raised before a bit is set and lowered after it is
 // cleared, so it is never below the bits set: zero means none, and the
 // read path of a warm object pays one atomic load per block.
 
-// MarkPrefetched marks block i as fetched ahead of its readers. Call it
-// before the block becomes present.
+// MarkPrefetched marks block i as delivered by the origin in this run and
+// not yet read. Call it before the block becomes present.
 func (o *Object) MarkPrefetched(i int64) {
 	st := o.st
 	if i < 0 || i >= st.nblocks {

@@ -258,3 +258,63 @@ func TestUserspaceReadsAreCounted(t *testing.T) {
 		}
 	})
 }
+
+// TestHitsCountPassthroughOpens: the hit ratio means what an operator
+// thinks. A cold epoch, served by demand fetches, readahead and directory
+// prefetch, counts no cache hit; a warm epoch served entirely through
+// passthrough counts one hit per file, with the files' bytes, and nothing
+// else.
+func TestHitsCountPassthroughOpens(t *testing.T) {
+	srv, m, addr, files, keys := warmMount(t)
+	var total float64
+	for _, v := range files {
+		total += float64(len(v))
+	}
+
+	cold := scrape(t, addr)
+	ahead := metric(cold, "strata_prefetch_fetched_bytes_total", map[string]string{"priority": "readahead"}) +
+		metric(cold, "strata_prefetch_fetched_bytes_total", map[string]string{"priority": "background"})
+	if ahead == 0 {
+		t.Fatal("the cold epoch prefetched nothing: the test proves nothing about prefetch")
+	}
+	if h, hb := metric(cold, "strata_cache_hits_total", nil), metric(cold, "strata_cache_hit_bytes_total", nil); h != 0 || hb != 0 {
+		t.Errorf("a cold epoch (%v bytes prefetched) counted %v cache hits of %v bytes; want 0", ahead, h, hb)
+	}
+	served := metric(cold, "strata_cache_prefetch_hit_bytes_total", nil) + metric(cold, "strata_cache_miss_bytes_total", nil)
+	if served < total {
+		t.Errorf("a cold epoch of %v bytes: %v bytes counted as prefetch hits or misses", total, served)
+	}
+
+	dropCaches(t)
+	beforeStats := cacheStatsLive(t, srv, m.cacheDir)
+	for _, k := range keys {
+		readWhole(t, filepath.Join(m.dir, k[len("data/"):]), files[k])
+	}
+	warm := scrape(t, addr)
+	afterStats := cacheStatsLive(t, srv, m.cacheDir)
+	delta := func(name string) float64 { return metric(warm, name, nil) - metric(cold, name, nil) }
+	n := float64(len(keys))
+	if d := delta("strata_fs_passthrough_opens_total"); d != n {
+		t.Fatalf("warm epoch: %v passthrough opens for %v files", d, n)
+	}
+	if d := delta("strata_cache_hits_total"); d != n {
+		t.Errorf("warm epoch through passthrough: hits rose by %v for %v files", d, n)
+	}
+	if d := delta("strata_cache_hit_bytes_total"); d != total {
+		t.Errorf("warm epoch: hit bytes rose by %v; want %v", d, total)
+	}
+	for _, name := range []string{"strata_cache_prefetch_hits_total", "strata_cache_prefetch_hit_bytes_total", "strata_cache_misses_total", "strata_cache_miss_bytes_total"} {
+		if d := delta(name); d != 0 {
+			t.Errorf("warm epoch: %s rose by %v; want 0", name, d)
+		}
+	}
+	b, a := beforeStats.Session, afterStats.Session
+	if a.HitOps-b.HitOps != int64(len(keys)) || a.HitBytes-b.HitBytes != int64(total) || a.PrefOps != b.PrefOps {
+		t.Errorf("cache stats: hit_ops +%d, hit_bytes +%d, prefetch_hit_ops +%d; want +%d, +%v, +0",
+			a.HitOps-b.HitOps, a.HitBytes-b.HitBytes, a.PrefOps-b.PrefOps, len(keys), total)
+	}
+	out, _, err := runStrata(t, srv, "cache", "stats", "--cache-dir", m.cacheDir)
+	if err != nil || !bytes.Contains([]byte(out), []byte("prefetched")) {
+		t.Errorf("cache stats text lacks the prefetched bytes: %v\n%s", err, out)
+	}
+}

@@ -22,8 +22,8 @@ type Reader struct {
 	det       detector
 	scheduled int64 // readahead was scheduled up to this block (exclusive)
 
-	// fetched: blocks this reader took from the origin, waiting or ahead
-	// (their reads are not cache hits).
+	// fetched: blocks the origin delivered in this run that this reader
+	// claimed (their reads are not cache hits).
 	fetched blockSet
 }
 
@@ -32,7 +32,7 @@ type Reader struct {
 func (f *Fetcher) NewReader(o *cache.Object) *Reader {
 	r := &Reader{f: f, o: o, det: newDetector(f.opts.InitialWindow, f.opts.MaxWindow)}
 	if n := o.NumBlocks(); n > 0 && o.Size() <= f.opts.SmallObject && !o.Complete() {
-		f.schedule(o, 0, n-1, Demand, n, true)
+		f.schedule(o, 0, n-1, Demand, n, false)
 		r.scheduled = n
 	}
 	return r
@@ -42,17 +42,17 @@ func (f *Fetcher) NewReader(o *cache.Object) *Reader {
 // memory budget allows; it returns how many blocks it queued. Warming is
 // asked for (strata warm, --warm-on-mount): reads of what it fetched are
 // cache hits.
-func (f *Fetcher) Warm(o *cache.Object) int64 { return f.warm(o, false) }
+func (f *Fetcher) Warm(o *cache.Object) int64 { return f.warm(o, true) }
 
 // Prefetch is Warm for what readers are predicted to read next (the
 // directory prefetch): reads of what it fetched are prefetch hits.
-func (f *Fetcher) Prefetch(o *cache.Object) int64 { return f.warm(o, true) }
+func (f *Fetcher) Prefetch(o *cache.Object) int64 { return f.warm(o, false) }
 
-func (f *Fetcher) warm(o *cache.Object, ahead bool) int64 {
+func (f *Fetcher) warm(o *cache.Object, asked bool) int64 {
 	if o.NumBlocks() == 0 {
 		return 0
 	}
-	n, _ := f.schedule(o, 0, o.NumBlocks()-1, Background, f.opts.PartBlocks, ahead)
+	n, _ := f.schedule(o, 0, o.NumBlocks()-1, Background, f.opts.PartBlocks, asked)
 	return n
 }
 
@@ -100,7 +100,8 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		}
 		if n > 0 {
 			// The rest of the block is in the cache now, fetched for this
-			// reader: its next reads of it are not cache hits.
+			// reader: its next reads of it are not cache hits. Added
+			// before the mark is taken (see countFound).
 			r.fetched.add(i, o.NumBlocks())
 			o.TakePrefetched(i)
 		}
@@ -119,10 +120,13 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 }
 
 // countFound counts n bytes from pos read from present blocks: hit bytes
-// for blocks found in the cache, prefetch hit bytes for blocks fetched
-// ahead of the reader (a block's prefetch mark goes to the first reader
+// for blocks found in the cache, prefetch hit bytes for blocks the origin
+// delivered in this run (a block's prefetch mark goes to the first reader
 // that reads it, and stays with it for the reads that follow). It reports
-// whether any were prefetched.
+// whether any were prefetched. The mark is taken before this reader's own
+// set is checked: a concurrent read of the same handle that waited for
+// the block adds it to the set before taking the mark, so one of the two
+// checks sees it.
 func (r *Reader) countFound(pos, n int64) bool {
 	o := r.o
 	bs := o.BlockSize()
@@ -130,10 +134,10 @@ func (r *Reader) countFound(pos, n int64) bool {
 	for end := pos + n; pos < end; {
 		i := pos / bs
 		m := min((i+1)*bs, end) - pos
-		if r.fetched.has(i) {
-			pre += m
-		} else if o.TakePrefetched(i) {
+		if o.TakePrefetched(i) {
 			r.fetched.add(i, o.NumBlocks())
+			pre += m
+		} else if r.fetched.has(i) {
 			pre += m
 		} else {
 			hit += m
@@ -152,7 +156,7 @@ func (r *Reader) countFound(pos, n int64) bool {
 // CountOpenHit counts an open of the fully cached o that the kernel reads
 // itself (FUSE passthrough): no read will reach a Reader, so the open is
 // the hit, with the object's size as its bytes; a prefetch hit if any of
-// its blocks was fetched ahead of readers and not read yet.
+// its blocks came from the origin in this run and no reader has read it.
 func (f *Fetcher) CountOpenHit(o *cache.Object) {
 	if o.TakeAllPrefetched() {
 		f.stats.PrefetchHitOps.Add(1)
@@ -193,18 +197,13 @@ func (s *blockSet) add(i, n int64) {
 // cache meanwhile.
 func (r *Reader) fromFetch(ctx context.Context, i int64, p []byte, pos int64) (int, error) {
 	f, o := r.f, r.o
-	asked := false
 	for attempt := 0; ; attempt++ {
 		fl := f.join(o, i)
 		if fl == nil {
 			if o.Has(i) {
-				if asked { // our own fetch, done before we could join it
-					r.fetched.add(i, o.NumBlocks())
-				}
 				return 0, nil
 			}
 			f.schedule(o, i, i, Demand, 1, false)
-			asked = true
 			continue
 		}
 		select {
@@ -273,7 +272,7 @@ func (r *Reader) readahead(off, n int64) {
 	if p == Strided {
 		part = 1
 	}
-	if _, stopped := r.f.schedule(o, from, to, Readahead, part, true); stopped <= to && p == Sequential {
+	if _, stopped := r.f.schedule(o, from, to, Readahead, part, false); stopped <= to && p == Sequential {
 		// Out of budget: shrink the window and pick up from where it
 		// stopped on the next read.
 		r.mu.Lock()
