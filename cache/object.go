@@ -37,6 +37,10 @@ type objectState struct {
 	nPresent atomic.Int64
 	nVerif   atomic.Int64
 
+	// Fetched ahead of any reader and not read yet (prefetched.go).
+	prefetched  bitmap
+	nPrefetched atomic.Int64
+
 	lastAccess atomic.Int64 // unix seconds
 	savedAcc   atomic.Int64 // last LastAccess written to the index
 
@@ -157,6 +161,7 @@ func (st *objectState) load(k ObjectKey) error {
 	st.present = newBitmap(st.nblocks)
 	st.verified = newBitmap(st.nblocks)
 	st.claimed = newBitmap(st.nblocks)
+	st.prefetched = newBitmap(st.nblocks)
 	st.crcs = make([]atomic.Uint32, st.nblocks)
 	st.lastAccess.Store(rec.LastAccess)
 	st.savedAcc.Store(rec.LastAccess)

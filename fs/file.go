@@ -97,6 +97,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	}
 	n.mu.Unlock()
 	if local {
+		f.stats.UserspaceOpens.Add(1)
 		return &fileHandle{n: n}, fuse.FOPEN_NOFLUSH, 0
 	}
 	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: e.Version, Size: e.Size, MTime: e.MTime})
@@ -132,8 +133,11 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	h := &fileHandle{n: n, obj: obj, pt: pt}
 	if pt {
 		f.stats.PassthroughOpens.Add(1)
+		// The kernel reads the file without asking: the open is the hit.
+		f.fetch.CountOpenHit(obj)
 		return &passthroughHandle{h}, fuse.FOPEN_NOFLUSH, 0
 	}
+	f.stats.UserspaceOpens.Add(1)
 	h.r = f.fetch.NewReader(obj)
 	// Each inode version is immutable: its page cache stays valid.
 	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0

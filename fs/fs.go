@@ -54,9 +54,13 @@ func DefaultOptions() Options {
 	return Options{FileMode: 0o644, DirMode: 0o755, TTL: time.Minute, VerifyOnOpen: 64 << 20, Blksize: 1 << 20, RenameDirLimit: 1000, DirPrefetch: true}
 }
 
-// Stats count what the filesystem did.
+// Stats count what the filesystem did. Reads and ReadBytes are the FUSE
+// READ requests the daemon answered: a file opened through passthrough is
+// read by the kernel from the cache file and adds nothing to them. Opens
+// counts the opens asked (creates included); each one that succeeds is
+// either a PassthroughOpen or a UserspaceOpen.
 type Stats struct {
-	Lookups, Opens, PassthroughOpens, Reads, ReadBytes, ReadErrors atomic.Int64
+	Lookups, Opens, PassthroughOpens, UserspaceOpens, Reads, ReadBytes, ReadErrors atomic.Int64
 }
 
 // FS is one mounted source.

@@ -46,6 +46,8 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	out.SetEntryTimeout(f.timeout())
 	out.SetAttrTimeout(f.timeout())
 	ch := d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: inoOf('f', key, e.Version)})
+	f.stats.Opens.Add(1)
+	f.stats.UserspaceOpens.Add(1)
 	return ch, &fileHandle{n: n, writable: true}, 0, 0
 }
 

@@ -96,7 +96,7 @@ func (w *dirWarmer) warm(dir string) {
 		if err != nil {
 			continue
 		}
-		for !obj.Complete() && f.fetch.Warm(obj) == 0 {
+		for !obj.Complete() && f.fetch.Prefetch(obj) == 0 {
 			time.Sleep(5 * time.Millisecond) // budget full, or all in flight: wait a little
 			if f.fetch.Budget().Free() > 0 {
 				break

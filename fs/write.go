@@ -49,6 +49,7 @@ func (n *fileNode) openWrite(ctx context.Context) (gofs.FileHandle, uint32, sysc
 	n.writers++
 	n.usOpen++
 	n.mu.Unlock()
+	f.stats.UserspaceOpens.Add(1)
 	return &fileHandle{n: n, writable: true}, 0, 0
 }
 

@@ -52,9 +52,9 @@ func DefaultOptions() Options {
 
 // Stats are the fetcher's counters.
 type Stats struct {
-	HitBytes       atomic.Int64 // bytes served from the cache
+	HitBytes       atomic.Int64 // bytes served from the cache (see PrefetchHitOps)
 	MissBytes      atomic.Int64 // bytes served from fetched buffers
-	HitOps         atomic.Int64 // reads served entirely from the cache
+	HitOps         atomic.Int64 // reads served entirely from the cache (see PrefetchHitOps)
 	MissOps        atomic.Int64 // reads that waited for a fetch
 	FetchedBytes   [numPriorities]atomic.Int64
 	Fetches        [numPriorities]atomic.Int64
@@ -66,6 +66,19 @@ type Stats struct {
 	// and WindowTopUps counts them: their ratio is the mean window.
 	WindowBytes  atomic.Int64
 	WindowTopUps atomic.Int64
+
+	// Hits are reads served entirely from blocks found in the cache, and
+	// opens of fully cached files the kernel reads itself (passthrough: no
+	// read reaches strata, so the open counts once, with the file's size
+	// as its bytes). A read that waited for a fetch is a miss. Reads, and
+	// passthrough opens, that did not wait but were served from blocks
+	// the origin delivered during this run ahead of them (readahead, the
+	// whole-object fetch at open, directory prefetch, the rest of a block
+	// an earlier read waited for) are prefetch hits: neither found in the
+	// cache nor waited for. Blocks of asked-for warming (Warm) are hits.
+	// Bytes are split the same way.
+	PrefetchHitOps   atomic.Int64
+	PrefetchHitBytes atomic.Int64
 }
 
 type blockKey struct {
@@ -108,6 +121,7 @@ type task struct {
 	flights []*flight
 	prio    atomic.Int32  // a Priority; raised only while queued
 	elem    *list.Element // while queued; guarded by scheduler.mu
+	warm    bool          // asked-for warming: its blocks are not marked prefetched
 }
 
 func (t *task) priority() Priority { return Priority(t.prio.Load()) }
@@ -177,10 +191,12 @@ func (f *Fetcher) Close() {
 
 // schedule starts fetches for the missing, not-in-flight blocks of
 // [first, last] of o at priority p, in GETs of at most partBlocks blocks.
-// It returns how many blocks it scheduled and the block it stopped at
-// (last+1 when it went through; below Demand it stops at the first block
-// it has no budget for).
-func (f *Fetcher) schedule(o *cache.Object, first, last int64, p Priority, partBlocks int64) (n, stopped int64) {
+// Their blocks are marked prefetched (see Stats) unless warm: warming a
+// user asked for fills the cache, and reads of it are hits. It returns
+// how many blocks it scheduled and the block it stopped at (last+1 when
+// it went through; below Demand it stops at the first block it has no
+// budget for).
+func (f *Fetcher) schedule(o *cache.Object, first, last int64, p Priority, partBlocks int64, warm bool) (n, stopped int64) {
 	stopped = last + 1
 	var t *task
 	flush := func() {
@@ -217,7 +233,7 @@ func (f *Fetcher) schedule(o *cache.Object, first, last int64, p Priority, partB
 			flush()
 		}
 		if t == nil {
-			t = &task{obj: o.Clone(), first: i}
+			t = &task{obj: o.Clone(), first: i, warm: warm}
 			t.prio.Store(int32(p))
 		}
 		fl := &flight{key: key, task: t, done: make(chan struct{}), f: f}
@@ -380,6 +396,14 @@ func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (next int, progressed, 
 		}
 		f.stats.FetchedBytes[prio].Add(blen)
 		data := buf[:blen]
+		// Marked before the block is handed over or present, so a reader
+		// that finds it present sees the mark, and a waiter (which takes
+		// it) leaves none behind.
+		if t.warm {
+			o.TakePrefetched(fl.key.idx) // a stale mark of a block fetched before and dropped
+		} else {
+			o.MarkPrefetched(fl.key.idx)
+		}
 		f.publish(fl, data, nil)
 		if werr := o.WriteBlock(fl.key.idx, data); werr != nil {
 			f.stats.UncachedBlocks.Add(1)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"sync/atomic"
 
 	"github.com/stratafs/strata/cache"
 )
@@ -20,6 +21,10 @@ type Reader struct {
 	mu        sync.Mutex // guards det and scheduled
 	det       detector
 	scheduled int64 // readahead was scheduled up to this block (exclusive)
+
+	// fetched: blocks the origin delivered in this run that this reader
+	// claimed (their reads are not cache hits).
+	fetched blockSet
 }
 
 // NewReader starts serving o. Objects up to SmallObject bytes that are not
@@ -27,19 +32,27 @@ type Reader struct {
 func (f *Fetcher) NewReader(o *cache.Object) *Reader {
 	r := &Reader{f: f, o: o, det: newDetector(f.opts.InitialWindow, f.opts.MaxWindow)}
 	if n := o.NumBlocks(); n > 0 && o.Size() <= f.opts.SmallObject && !o.Complete() {
-		f.schedule(o, 0, n-1, Demand, n)
+		f.schedule(o, 0, n-1, Demand, n, false)
 		r.scheduled = n
 	}
 	return r
 }
 
 // Warm fetches every missing block of o at background priority, as the
-// memory budget allows; it returns how many blocks it queued.
-func (f *Fetcher) Warm(o *cache.Object) int64 {
+// memory budget allows; it returns how many blocks it queued. Warming is
+// asked for (strata warm, --warm-on-mount): reads of what it fetched are
+// cache hits.
+func (f *Fetcher) Warm(o *cache.Object) int64 { return f.warm(o, true) }
+
+// Prefetch is Warm for what readers are predicted to read next (the
+// directory prefetch): reads of what it fetched are prefetch hits.
+func (f *Fetcher) Prefetch(o *cache.Object) int64 { return f.warm(o, false) }
+
+func (f *Fetcher) warm(o *cache.Object, asked bool) int64 {
 	if o.NumBlocks() == 0 {
 		return 0
 	}
-	n, _ := f.schedule(o, 0, o.NumBlocks()-1, Background, f.opts.PartBlocks)
+	n, _ := f.schedule(o, 0, o.NumBlocks()-1, Background, f.opts.PartBlocks, asked)
 	return n
 }
 
@@ -57,7 +70,7 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 
 	bs := o.BlockSize()
 	last := (end - 1) / bs
-	missed := false
+	missed, ahead := false, false
 	pos := off
 	for pos < end {
 		i := pos / bs
@@ -74,7 +87,9 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 			if err != nil && !errors.Is(err, io.EOF) {
 				return int(pos - off), err
 			}
-			r.f.stats.HitBytes.Add(int64(n))
+			if r.countFound(pos, int64(n)) {
+				ahead = true
+			}
 			pos += int64(n)
 			continue
 		}
@@ -83,15 +98,98 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		if err != nil {
 			return int(pos - off), err
 		}
+		if n > 0 {
+			// The rest of the block is in the cache now, fetched for this
+			// reader: its next reads of it are not cache hits. Added
+			// before the mark is taken (see countFound).
+			r.fetched.add(i, o.NumBlocks())
+			o.TakePrefetched(i)
+		}
 		r.f.stats.MissBytes.Add(int64(n))
 		pos += int64(n)
 	}
-	if missed {
+	switch {
+	case missed:
 		r.f.stats.MissOps.Add(1)
-	} else {
+	case ahead:
+		r.f.stats.PrefetchHitOps.Add(1)
+	default:
 		r.f.stats.HitOps.Add(1)
 	}
 	return int(end - off), nil
+}
+
+// countFound counts n bytes from pos read from present blocks: hit bytes
+// for blocks found in the cache, prefetch hit bytes for blocks the origin
+// delivered in this run (a block's prefetch mark goes to the first reader
+// that reads it, and stays with it for the reads that follow). It reports
+// whether any were prefetched. The mark is taken before this reader's own
+// set is checked: a concurrent read of the same handle that waited for
+// the block adds it to the set before taking the mark, so one of the two
+// checks sees it.
+func (r *Reader) countFound(pos, n int64) bool {
+	o := r.o
+	bs := o.BlockSize()
+	var hit, pre int64
+	for end := pos + n; pos < end; {
+		i := pos / bs
+		m := min((i+1)*bs, end) - pos
+		if o.TakePrefetched(i) {
+			r.fetched.add(i, o.NumBlocks())
+			pre += m
+		} else if r.fetched.has(i) {
+			pre += m
+		} else {
+			hit += m
+		}
+		pos += m
+	}
+	if hit > 0 {
+		r.f.stats.HitBytes.Add(hit)
+	}
+	if pre > 0 {
+		r.f.stats.PrefetchHitBytes.Add(pre)
+	}
+	return pre > 0
+}
+
+// CountOpenHit counts an open of the fully cached o that the kernel reads
+// itself (FUSE passthrough): no read will reach a Reader, so the open is
+// the hit, with the object's size as its bytes; a prefetch hit if any of
+// its blocks came from the origin in this run and no reader has read it.
+func (f *Fetcher) CountOpenHit(o *cache.Object) {
+	if o.TakeAllPrefetched() {
+		f.stats.PrefetchHitOps.Add(1)
+		f.stats.PrefetchHitBytes.Add(o.Size())
+		return
+	}
+	f.stats.HitOps.Add(1)
+	f.stats.HitBytes.Add(o.Size())
+}
+
+// blockSet is a set of block indices, allocated at the first add (a
+// reader of a warm object never allocates one).
+type blockSet struct {
+	words atomic.Pointer[[]atomic.Uint64]
+}
+
+func (s *blockSet) has(i int64) bool {
+	w := s.words.Load()
+	return w != nil && (*w)[i>>6].Load()&(1<<(uint(i)&63)) != 0
+}
+
+// add puts i (of n blocks) in the set.
+func (s *blockSet) add(i, n int64) {
+	w := s.words.Load()
+	if w == nil {
+		nw := make([]atomic.Uint64, (n+63)/64)
+		if s.words.CompareAndSwap(nil, &nw) {
+			w = &nw
+		} else {
+			w = s.words.Load()
+		}
+	}
+	(*w)[i>>6].Or(1 << (uint(i) & 63))
 }
 
 // fromFetch copies block i's bytes from pos into p, waiting for (or
@@ -105,7 +203,7 @@ func (r *Reader) fromFetch(ctx context.Context, i int64, p []byte, pos int64) (i
 			if o.Has(i) {
 				return 0, nil
 			}
-			f.schedule(o, i, i, Demand, 1)
+			f.schedule(o, i, i, Demand, 1, false)
 			continue
 		}
 		select {
@@ -174,7 +272,7 @@ func (r *Reader) readahead(off, n int64) {
 	if p == Strided {
 		part = 1
 	}
-	if _, stopped := r.f.schedule(o, from, to, Readahead, part); stopped <= to && p == Sequential {
+	if _, stopped := r.f.schedule(o, from, to, Readahead, part, false); stopped <= to && p == Sequential {
 		// Out of budget: shrink the window and pick up from where it
 		// stopped on the next read.
 		r.mu.Lock()

@@ -158,7 +158,10 @@ func printStats(st CacheStats, last int) {
 		}
 		fmt.Printf("last mount:  %s on %s (%s, pid %d)\n", s.Source, s.Mountpoint, state, s.PID)
 		ratio, total := hitRatio(*s)
-		fmt.Printf("hit ratio:   %.1f%% of %s read (%s fetched in %d GETs)\n", 100*ratio, sizeStr(total), sizeStr(s.FetchedBytes), s.Fetches)
+		fmt.Printf("hit ratio:   %.1f%% of %s read (%s prefetched, %s fetched in %d GETs)\n", 100*ratio, sizeStr(total),
+			sizeStr(s.PrefetchHitBytes), sizeStr(s.FetchedBytes), s.Fetches)
+		fmt.Printf("opens:       %d (%d passthrough, %d userspace)\n", s.Opens, s.PTOpens, s.USOpens)
+		fmt.Printf("reads:       %d FUSE READs answered by strata, %s (passthrough reads never reach it)\n", s.Reads, sizeStr(s.ReadBytes))
 	}
 	printHistory(st.History, last)
 }
@@ -238,9 +241,10 @@ func appendHistory(dir string, s Session, keep int) error {
 	return nil
 }
 
-// hitRatio is the share of bytes read that came from the cache.
+// hitRatio is the share of bytes read that were found in the cache:
+// bytes served by prefetching came from the origin during the run.
 func hitRatio(s Session) (float64, int64) {
-	total := s.HitBytes + s.MissBytes
+	total := s.HitBytes + s.PrefetchHitBytes + s.MissBytes
 	if total == 0 {
 		return 0, 0
 	}

@@ -239,4 +239,8 @@ func TestHistoryKeepsTheLast(t *testing.T) {
 	if r, total := hitRatio(Session{HitBytes: 3, MissBytes: 1}); r != 0.75 || total != 4 {
 		t.Fatalf("hitRatio = %v of %d", r, total)
 	}
+	// Prefetched bytes came from the origin: in the total, not hits.
+	if r, total := hitRatio(Session{HitBytes: 2, PrefetchHitBytes: 1, MissBytes: 1}); r != 0.5 || total != 4 {
+		t.Fatalf("hitRatio with prefetch hits = %v of %d", r, total)
+	}
 }

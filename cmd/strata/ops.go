@@ -195,7 +195,9 @@ func dumpStats(s *server) {
 			"cache_used", sn.UsedBytes, "cache_limit", sn.LimitBytes,
 			"hit_bytes", sn.HitBytes, "miss_bytes", sn.MissBytes, "hit_ops", sn.HitOps, "miss_ops", sn.MissOps,
 			"fetched_bytes", sn.FetchedBytes, "fetches", sn.Fetches, "fetch_errors", sn.FetchErrors,
-			"opens", sn.Opens, "passthrough_opens", sn.PTOpens, "evicted_bytes", sn.EvictedBytes,
+			"prefetch_hit_bytes", sn.PrefetchHitBytes, "prefetch_hit_ops", sn.PrefetchHitOps,
+			"opens", sn.Opens, "passthrough_opens", sn.PTOpens, "userspace_opens", sn.USOpens,
+			"reads", sn.Reads, "read_bytes", sn.ReadBytes, "evicted_bytes", sn.EvictedBytes,
 			"corrupt_blocks", sn.CorruptBlks, "memory_peak", sn.MemoryPeak)
 	}
 	if s.ops != nil {

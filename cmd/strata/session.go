@@ -35,6 +35,17 @@ type Session struct {
 	EvictedBytes int64     `json:"evicted_bytes"`
 	CorruptBlks  int64     `json:"corrupt_blocks"`
 	MemoryPeak   int64     `json:"memory_peak_bytes"`
+	// USOpens are the opens served in userspace; Reads and ReadBytes the
+	// FUSE READ requests the mount answered and their bytes (reads of
+	// passthrough opens never reach it).
+	USOpens   int64 `json:"userspace_opens"`
+	Reads     int64 `json:"reads"`
+	ReadBytes int64 `json:"read_bytes"`
+	// PrefetchHitOps and PrefetchHitBytes are reads (and passthrough
+	// opens) served from blocks prefetched in this run; HitOps and
+	// HitBytes count passthrough opens of fully cached files as well.
+	PrefetchHitOps   int64 `json:"prefetch_hit_ops"`
+	PrefetchHitBytes int64 `json:"prefetch_hit_bytes"`
 	// PendingUploads is what the mount still has to upload; the last
 	// write (at unmount, before the drain) is what a new mount of the same
 	// cache dir reports while it waits for this one to finish.
@@ -95,7 +106,9 @@ func (w *sessionWriter) snapshot(running bool) Session {
 		Running: running, Passthrough: s.mounted.Passthrough, UsedBytes: s.store.Used(), LimitBytes: s.store.Limit(),
 		HitBytes: fst.HitBytes.Load(), MissBytes: fst.MissBytes.Load(), HitOps: fst.HitOps.Load(), MissOps: fst.MissOps.Load(),
 		FetchedBytes: fetched, Fetches: fetches, FetchErrors: fst.FetchErrors.Load(),
-		Opens: fs.Opens.Load(), PTOpens: fs.PassthroughOpens.Load(),
+		Opens: fs.Opens.Load(), PTOpens: fs.PassthroughOpens.Load(), USOpens: fs.UserspaceOpens.Load(),
+		Reads: fs.Reads.Load(), ReadBytes: fs.ReadBytes.Load(),
+		PrefetchHitOps: fst.PrefetchHitOps.Load(), PrefetchHitBytes: fst.PrefetchHitBytes.Load(),
 		EvictedBytes: sst.EvictedBytes.Load(), CorruptBlks: sst.CorruptBlocks.Load(),
 		MemoryPeak: budgetPeak(s.fetch),
 	}

@@ -55,13 +55,14 @@ func writeReport(w io.Writer, r *Result) {
 }
 
 // hitLine describes one epoch: the share of bytes served without a fetch,
-// strata's own hit ratio (bytes read in userspace that were cached) and
-// how many opens the kernel served by passthrough.
+// strata's own hit ratio (bytes found in the cache, passthrough opens
+// counting their files' size, over all bytes it counted) and how many
+// opens the kernel served by passthrough.
 func hitLine(s *workload.CacheStats, read int64) string {
 	out := fmt.Sprintf("%.1f%% of bytes served from the cache (%s fetched)",
 		100*s.ServedRatio(read), workload.FormatSize(s.Session.FetchedBytes))
-	if user := s.Session.HitBytes + s.Session.MissBytes; user > 0 {
-		out += fmt.Sprintf("; hit ratio %.1f%% of %s read in userspace", 100*s.HitRatio(), workload.FormatSize(user))
+	if all := s.Session.HitBytes + s.Session.PrefetchHitBytes + s.Session.MissBytes; all > 0 {
+		out += fmt.Sprintf("; hit ratio %.1f%% of %s", 100*s.HitRatio(), workload.FormatSize(all))
 	}
 	if s.Session.Opens > 0 {
 		out += fmt.Sprintf(", %d of %d opens by passthrough", s.Session.PassthroughOpens, s.Session.Opens)

@@ -24,18 +24,20 @@ type CacheStats struct {
 		HitOps       int64     `json:"hit_ops"`
 		MissOps      int64     `json:"miss_ops"`
 		// Opens and PassthroughOpens are reported by strata beyond the
-		// documented contract (zero when absent): reads of passthrough
-		// opens are served by the kernel and counted in neither hits nor
-		// misses.
+		// documented contract (zero when absent). A passthrough open of a
+		// fully cached file counts as one hit of the file's size (its
+		// reads never reach strata); reads served from blocks prefetched
+		// in the run are prefetch hits, neither hits nor misses.
 		Opens            int64 `json:"opens"`
 		PassthroughOpens int64 `json:"passthrough_opens"`
+		PrefetchHitBytes int64 `json:"prefetch_hit_bytes"`
 	} `json:"session"`
 }
 
-// HitRatio is hit bytes over hit plus miss bytes of the session, as strata
-// counts them (0 when nothing was counted).
+// HitRatio is hit bytes over all bytes served (hit, prefetch hit and miss)
+// of the session, as strata counts them (0 when nothing was counted).
 func (c CacheStats) HitRatio() float64 {
-	total := c.Session.HitBytes + c.Session.MissBytes
+	total := c.Session.HitBytes + c.Session.PrefetchHitBytes + c.Session.MissBytes
 	if total == 0 {
 		return 0
 	}
@@ -58,6 +60,7 @@ func (c CacheStats) Sub(earlier CacheStats) CacheStats {
 	d := c
 	d.Session.HitBytes -= earlier.Session.HitBytes
 	d.Session.MissBytes -= earlier.Session.MissBytes
+	d.Session.PrefetchHitBytes -= earlier.Session.PrefetchHitBytes
 	d.Session.FetchedBytes -= earlier.Session.FetchedBytes
 	d.Session.HitOps -= earlier.Session.HitOps
 	d.Session.MissOps -= earlier.Session.MissOps
