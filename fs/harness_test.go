@@ -211,7 +211,7 @@ func newTestFS(t *testing.T, objs map[string]string) *testFS {
 	opts := DefaultOptions()
 	opts.DirPrefetch = false
 	fsys := New(be.String(), "", mc, store, fetch, opts)
-	wb, err := writeback.New(store, be, writeback.DefaultOptions(), fsys.Hooks())
+	wb, err := writeback.New(store, be, writeback.DefaultOptions(), mc)
 	if err != nil {
 		t.Fatal(err)
 	}
