@@ -84,7 +84,7 @@ type Manager struct {
 	// A probe of a backend that failed uploads (retry.go).
 	probing   bool
 	lastProbe time.Time
-	closed  bool
+	closed    bool
 }
 
 // ErrReadOnly: the backend takes no writes.
