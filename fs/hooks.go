@@ -21,6 +21,16 @@ const (
 	// XattrStatus on a file says where its content stands: "cached",
 	// "writing", "uploading" or "failed: <reason>".
 	XattrStatus = "user.strata.status"
+	// XattrUploads on any directory lists every upload not complete and
+	// every write kept aside, as JSON []writeback.Upload with keys relative
+	// to the mount (`strata uploads` reads it).
+	XattrUploads = "user.strata.uploads"
+	// XattrRetry, set on any directory to a path relative to the mount
+	// ("" for all), retries its uploads now.
+	XattrRetry = "user.strata.retry"
+	// XattrDiscard, set on any directory to a path relative to the mount,
+	// gives up its uploads (the bytes are kept under failed-writes).
+	XattrDiscard = "user.strata.discard"
 )
 
 // trackLocal records that n (key) holds local content and shows it in the
@@ -52,6 +62,9 @@ func (f *FS) untrack(key string, n *fileNode) {
 var _ gofs.NodeGetxattrer = (*dirNode)(nil)
 
 func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
+	if attr == XattrUploads {
+		return d.fsys.uploadsXattr(dest)
+	}
 	if attr != XattrSync {
 		return 0, syscall.ENODATA
 	}
