@@ -70,8 +70,15 @@ func newFileNode(f *FS, key string, e meta.Entry) *fileNode {
 
 func (n *fileNode) attr(out *fuse.Attr) {
 	n.mu.Lock()
-	e := n.entry
+	e, writing := n.entry, n.sess != nil
 	n.mu.Unlock()
+	if e.Local && !writing && n.fsys.wb != nil {
+		// Committed content is the manager's: its size, not a copy's.
+		if c, ok := n.fsys.wb.Content(n.key.get()); ok {
+			e.Size, e.MTime = c.Size(), c.MTime()
+			c.Release()
+		}
+	}
 	n.fsys.fileAttr(e, out)
 }
 

@@ -326,8 +326,10 @@ func (n *fileNode) commit(ctx context.Context) error {
 		return err
 	}
 	n.base = "" // later commits follow this one
+	e := n.entry
 	n.mu.Unlock()
 	n.sessMu.Unlock()
+	f.trackLocal(n, key, e) // listings and new lookups show the committed size
 	if err = f.wb.Journal(ctx, j); err != nil {
 		f.log.Warn("fs: upload failed; the data is kept and retried", "key", key, "err", err)
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -119,7 +120,10 @@ func readOnce(p string, want, buf []byte) error {
 		}
 	}
 	if n != len(want) || !bytes.Equal(buf[:n], want) {
-		return fmt.Errorf("read %d bytes, want %d; content equal: %v", n, len(want), bytes.Equal(buf[:min(n, len(want))], want[:min(n, len(want))]))
+		fst, _ := f.Stat()
+		return fmt.Errorf("read %d bytes, want %d; content equal: %v (stat: ino %d size %d; fstat: ino %d size %d)", n, len(want),
+			bytes.Equal(buf[:min(n, len(want))], want[:min(n, len(want))]),
+			st.Sys().(*syscall.Stat_t).Ino, st.Size(), fst.Sys().(*syscall.Stat_t).Ino, fst.Size())
 	}
 	return nil
 }
