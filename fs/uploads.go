@@ -11,6 +11,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/writeback"
 )
 
@@ -94,8 +95,16 @@ func (f *FS) discarded(key string) {
 	n.mu.Lock()
 	writing := n.sess != nil
 	n.mu.Unlock()
-	if !writing {
-		n.refresh(context.Background())
-		go n.NotifyContent(0, 0)
+	if writing {
+		return
 	}
+	_, gone := n.refresh(context.Background()) // a new file never uploaded: ENOENT
+	_, name := meta.Parent(key)
+	parent := n.parentDir()
+	go func() { // off the request path, as forgetIfNew
+		n.NotifyContent(0, 0)
+		if gone != nil && parent != nil {
+			parent.NotifyEntry(name)
+		}
+	}()
 }

@@ -91,7 +91,11 @@ func (m *Manager) Retry(key string) (int, error) {
 	n := 0
 	for _, js := range m.byKey {
 		for i, j := range js {
-			if (key != "" && j.rec.Key != key) || j.dropped != nil || j.running || j.journaling {
+			if (key != "" && j.rec.Key != key) || j.dropped != nil {
+				continue
+			}
+			if j.running || j.journaling { // being tried (or committed) right now
+				n++
 				continue
 			}
 			if j.failed { // settled for its waiters: a new job takes over
