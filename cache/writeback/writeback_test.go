@@ -369,13 +369,14 @@ func TestContentUntilTheNamespaceHasTheUpload(t *testing.T) {
 		t.Fatal("the namespace does not have the upload")
 	}
 
-	// Written again while the upload runs: the local entry stays.
+	// Being written again (a session open) when the upload completes: the
+	// local entry stays.
 	e.local.Store("k", true)
+	again, _ := m.NewStaging("k")
+	defer again.Discard()
 	if _, err := m.Commit(context.Background(), "k", e.stage(t, []byte("second")), "", 2); err != nil {
 		t.Fatal(err)
 	}
-	again, _ := m.NewStaging("k")
-	defer again.Discard()
 	if err := m.WaitKey(context.Background(), "k"); err != nil {
 		t.Fatal(err)
 	}
