@@ -1,6 +1,7 @@
 package integration
 
 import (
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -53,19 +54,23 @@ func TestAsyncUploadSurvivesKill9(t *testing.T) {
 	var once sync.Once
 	defer once.Do(func() { close(stop) })
 	partial := watchBucket(t, be, "model.pt", int64(size), stop)
+	// The bucket is down from before the close, so the kill lands on an
+	// upload certainly under way (an attempt or its retry), never after it.
+	srv.stop(t)
 	closeTook, err := writeStream(filepath.Join(m.dir, "model.pt"), 77, int64(size))
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("async close() of %d MiB took %v", size>>20, closeTook)
-	time.Sleep(300 * time.Millisecond) // the upload is under way
-	if _, err := be.Stat(t.Context(), "model.pt"); err == nil {
-		t.Log("upload finished before the kill; the test still checks recovery")
-	}
+	u := waitUpload(t, m, "model.pt", func(u upload) bool { return u.State == "uploading" || u.State == "retrying" })
 	syscall.Kill(m.pid, syscall.SIGKILL)
 	waitExit(t, m.pid)
 	m.pid = 0
 	exec.Command("umount", "-l", m.dir).Run()
+	srv.restart(t)
+	if _, err := be.Stat(t.Context(), "model.pt"); !errors.Is(err, backend.ErrNotExist) {
+		t.Fatalf("model.pt in the bucket after a kill during its upload (%s): %v", u.State, err)
+	}
 
 	m2 := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--upload", "async")
 	if out, err := exec.Command(binPath(t), "sync", m2.dir).CombinedOutput(); err != nil {
@@ -84,7 +89,7 @@ func TestAsyncUploadSurvivesKill9(t *testing.T) {
 	}
 }
 
-// TestBackendFailsMidUpload: the bucket goes away during a sync upload:
+// TestBackendFailsMidUpload: the bucket goes away under a sync upload:
 // close() reports the failure, no partial object appears, the data stays
 // readable through the mount, and the upload completes once the bucket is
 // back.
@@ -107,13 +112,12 @@ func TestBackendFailsMidUpload(t *testing.T) {
 	if _, err := io.CopyBuffer(onlyWriter{f}, newStream(88, size), make([]byte, 1<<20)); err != nil {
 		t.Fatal(err)
 	}
-	go func() { time.Sleep(200 * time.Millisecond); srv.stop(t) }() // mid-upload
+	// The bucket goes away before close(): the upload close() starts
+	// fails, certainly.
+	srv.stop(t)
 	if err := f.Close(); err == nil {
-		t.Log("upload finished before the server stopped")
-	} else {
-		t.Logf("close() reported: %v", err)
+		t.Fatal("close() returned success while the bucket was down")
 	}
-	time.Sleep(500 * time.Millisecond)
 	if got, _, err := fileSHA(filepath.Join(m.dir, "ckpt.bin")); err != nil || got != want {
 		t.Fatalf("local copy not kept readable: %v", err)
 	}
