@@ -56,6 +56,11 @@ func TestAsyncUploadSurvivesKill9(t *testing.T) {
 	partial := watchBucket(t, be, "model.pt", int64(size), stop)
 	// The bucket is down from before the close, so the kill lands on an
 	// upload certainly under way (an attempt or its retry), never after it.
+	// The root is listed first: a new name is then looked up in the
+	// cached listing, not in the bucket that is down.
+	if _, err := os.ReadDir(m.dir); err != nil {
+		t.Fatal(err)
+	}
 	srv.stop(t)
 	closeTook, err := writeStream(filepath.Join(m.dir, "model.pt"), 77, int64(size))
 	if err != nil {
