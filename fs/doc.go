@@ -21,7 +21,23 @@
 // cache/writeback) shared by all its write handles. A close publishes it
 // only when the closing process wrote to it since the last upload and is
 // not dying of a signal (owner.go says how processes are told apart); a
-// session with a failed write is never uploaded and is kept aside.
+// session with a failed write is never uploaded and is kept aside. Once
+// committed, the content belongs to the writeback manager, found by key:
+// reads ask it (Manager.Content) until the upload is complete, and the
+// manager, not fs, moves the namespace (cache/meta) from the local entry
+// to the bucket's version, before it lets go of the content. Nothing below
+// fs calls back into it.
 //
-// Lock order: fileNode.mu only (held for bookkeeping, never across I/O).
+// Lock order, outermost first:
+//
+//	fileNode.sessMu -> fileNode.mu -> writeback.Manager.mu -> (Staging.mu, meta.Cache.mu)
+//	FS.mu alone (no other lock taken while it is held, nor held when it is taken)
+//
+// fileNode.mu is held for bookkeeping only, never across I/O. sessMu is
+// held shared across a write, read or truncation of the session's staging
+// file (or a read of the manager's content), so that a commit, which holds
+// it exclusively, waits for those in flight; held exclusively it covers
+// bookkeeping and Manager.Register (a dup, no I/O) only. A new session is
+// staged (a copy of the pending content, or a bucket fetch) with no lock
+// held, then installed. Journal writes and uploads run with no fs lock.
 package fs

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"os"
 	"sync"
 	"syscall"
 	"time"
@@ -19,8 +18,11 @@ import (
 // fileNode is one file. Its inode number comes from the key and the
 // version it was found with (ident), which never changes for the node's
 // life; its content is either a bucket version (entry.Version) or local
-// (entry.Local): a write session's staging file, or a committed file
-// waiting for its upload.
+// (entry.Local): its write session's staging file, or a committed file
+// waiting for its upload, which belongs to the writeback manager and is
+// asked for by key on every read (Manager.Content). entry.Local is a
+// hint: once the manager has no content for the key, the upload is
+// complete and the node takes the bucket's entry (refresh).
 type fileNode struct {
 	gofs.Inode
 	fsys  *FS
@@ -40,7 +42,6 @@ type fileNode struct {
 	writers  int                // open handles with write access
 	ptOpen   int                // open passthrough handles
 	usOpen   int                // open userspace handles
-	local    *os.File           // committed content waiting for its upload (read side)
 	// pre is the entry before the current write session (zero for a file
 	// created in it); writeErr the first failed write of the session. A
 	// session with a failed write is abandoned at close, back to pre.
@@ -69,8 +70,15 @@ func newFileNode(f *FS, key string, e meta.Entry) *fileNode {
 
 func (n *fileNode) attr(out *fuse.Attr) {
 	n.mu.Lock()
-	e := n.entry
+	e, writing := n.entry, n.sess != nil
 	n.mu.Unlock()
+	if e.Local && !writing && n.fsys.wb != nil {
+		// Committed content is the manager's: its size, not a copy's.
+		if c, ok := n.fsys.wb.Content(n.key.get()); ok {
+			e.Size, e.MTime = c.Size(), c.MTime()
+			c.Release()
+		}
+	}
 	n.fsys.fileAttr(e, out)
 }
 
@@ -165,7 +173,7 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 	f.stats.Reads.Add(1)
 	n, err, handled := h.n.readLocal(dest, off)
 	if !handled {
-		r, rerr := h.reader()
+		r, rerr := h.reader(ctx)
 		if rerr != nil {
 			return nil, toErrno(rerr)
 		}
@@ -189,14 +197,14 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 // handle opened on local content that has since been uploaded, or a
 // passthrough handle the kernel did not pass through. The kernel reads one
 // handle concurrently, hence the lock.
-func (h *fileHandle) reader() (*prefetch.Reader, error) {
+func (h *fileHandle) reader(ctx context.Context) (*prefetch.Reader, error) {
 	h.initMu.Lock()
 	defer h.initMu.Unlock()
 	if h.r != nil {
 		return h.r, nil
 	}
 	if h.obj == nil {
-		obj, err := h.n.acquireCurrent()
+		obj, err := h.n.acquireCurrent(ctx)
 		if err != nil {
 			return nil, err
 		}
@@ -207,11 +215,17 @@ func (h *fileHandle) reader() (*prefetch.Reader, error) {
 }
 
 // acquireCurrent opens the cache entry of the node's current bucket
-// version.
-func (n *fileNode) acquireCurrent() (*cache.Object, error) {
+// version (after its upload: see refresh).
+func (n *fileNode) acquireCurrent(ctx context.Context) (*cache.Object, error) {
 	n.mu.Lock()
 	e := n.entry
 	n.mu.Unlock()
+	if e.Local {
+		var err error
+		if e, err = n.refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
 	f := n.fsys
 	return f.store.Acquire(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: e.Version, Size: e.Size, MTime: e.MTime})
 }

@@ -81,8 +81,9 @@ type FS struct {
 	wb *writeback.Manager
 	be backend.Backend
 
-	mu    sync.Mutex           // guards files
-	files map[string]*fileNode // nodes with local state (written, or uploading), by key
+	mu      sync.Mutex           // guards files, sweepAt
+	files   map[string]*fileNode // nodes written here, by key (renameDir moves those still local)
+	sweepAt int                  // size of files at which to forget nodes no longer local
 
 	warmer *dirWarmer // nil unless DirPrefetch
 
@@ -97,7 +98,7 @@ func New(source, prefix string, m *meta.Cache, s *cache.Store, f *prefetch.Fetch
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	fsys := &FS{meta: m, store: s, fetch: f, source: source, prefix: prefix, opts: opts, log: opts.Logger, mtime: time.Now(), files: map[string]*fileNode{}}
+	fsys := &FS{meta: m, store: s, fetch: f, source: source, prefix: prefix, opts: opts, log: opts.Logger, mtime: time.Now(), files: map[string]*fileNode{}, sweepAt: 64}
 	fsys.root = newDirNode(fsys, prefix)
 	fsys.passthrough.Store(opts.Passthrough)
 	if opts.DirPrefetch {

@@ -221,7 +221,7 @@ func newTestFSWith(t *testing.T, objs map[string]string, mod func(*Options)) *te
 		mod(&opts)
 	}
 	fsys := New(be.String(), "", mc, store, fetch, opts)
-	wb, err := writeback.New(store, be, writeback.DefaultOptions(), fsys.Hooks())
+	wb, err := writeback.New(store, be, writeback.DefaultOptions(), mc)
 	if err != nil {
 		t.Fatal(err)
 	}

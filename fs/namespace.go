@@ -29,11 +29,11 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	if f.wb == nil {
 		return nil, nil, 0, syscall.EROFS
 	}
-	st, err := f.wb.NewStaging()
+	key := d.key.get() + name
+	st, err := f.wb.NewStaging(key)
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
 	}
-	key := d.key.get() + name
 	e := meta.Entry{Name: name, MTime: time.Now().UnixNano(), Version: "local:" + st.Name(), Local: true}
 	n := newFileNode(f, key, e)
 	n.base = backend.VersionAbsent                        // created here: the upload must not replace someone else's
@@ -97,10 +97,6 @@ func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno)
 func (n *fileNode) markUnlinked() {
 	n.mu.Lock()
 	n.unlinked = true
-	if n.local != nil {
-		n.local.Close()
-		n.local = nil
-	}
 	n.mu.Unlock()
 	n.fsys.untrack(n.key.get(), n)
 }

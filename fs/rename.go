@@ -21,18 +21,31 @@ import (
 // carried over so the new name reads without a GET.
 func (f *FS) renameFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir, newName string) error {
 	oldKey, newKey := oldDir+oldName, newDir+newName
+	n.mu.Lock()
+	stale := n.sess == nil && n.entry.Local
+	n.mu.Unlock()
+	if stale && !f.wb.Pending(oldKey) { // uploaded: rename the bucket's version
+		if _, err := n.refresh(ctx); err != nil {
+			return err
+		}
+	}
 	n.sessMu.Lock()
 	n.mu.Lock()
 	local := n.sess != nil || n.entry.Local
 	e := n.entry
+	n.mu.Unlock()
 	if local {
+		// The manager holds the pending uploads and the session counts
+		// by key: it moves them first, and refuses if its journal cannot.
+		if _, err := f.wb.Rekey(oldKey, newKey, ""); err != nil {
+			n.sessMu.Unlock()
+			return err
+		}
+		n.mu.Lock()
 		n.key.set(newKey)
 		n.base = "" // rename replaces whatever the new name holds
 		e = n.entry
-	}
-	n.mu.Unlock()
-	if local {
-		f.wb.Rekey(oldKey, newKey, "")
+		n.mu.Unlock()
 		f.untrack(oldKey, n)
 		f.trackLocal(n, newKey, e)
 	}
@@ -191,14 +204,28 @@ func (f *FS) copyAll(ctx context.Context, cp backend.Copier, objs []backend.Obje
 	return copied, first
 }
 
-// localUnder returns the nodes with local content under prefix.
+// localUnder returns the nodes with local content under prefix: a write
+// session, or an upload the writeback manager still holds. Nodes whose
+// upload is complete are forgotten here.
 func (f *FS) localUnder(prefix string) []*fileNode {
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	var out []*fileNode
+	var cands []*fileNode
 	for k, n := range f.files {
 		if strings.HasPrefix(k, prefix) {
+			cands = append(cands, n)
+		}
+	}
+	f.mu.Unlock()
+	var out []*fileNode
+	for _, n := range cands {
+		key := n.key.get()
+		n.mu.Lock()
+		writing := n.sess != nil
+		n.mu.Unlock()
+		if writing || f.wb.Pending(key) {
 			out = append(out, n)
+		} else {
+			f.untrack(key, n)
 		}
 	}
 	return out

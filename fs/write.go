@@ -54,59 +54,120 @@ func (n *fileNode) openWrite(ctx context.Context) (gofs.FileHandle, uint32, sysc
 }
 
 // startSession makes sure the node has a write session, truncated when
-// trunc is set, else holding the file's current content.
+// trunc is set, else holding the file's current content. The content is
+// staged with no lock held (it may be a copy of a large file or a bucket
+// fetch); if another writer installed a session meanwhile, that one wins.
 func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
-	n.sessMu.Lock()
-	defer n.sessMu.Unlock()
 	f := n.fsys
 	n.mu.Lock()
-	st, e, local := n.sess, n.entry, n.local
+	st := n.sess
 	n.mu.Unlock()
-	if st != nil {
-		if trunc {
-			if err := st.Truncate(0); err != nil {
-				return err
-			}
-			n.mu.Lock()
-			n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
-			n.mu.Unlock()
+	if st == nil {
+		st, err := n.newSession(ctx, trunc)
+		if err != nil {
+			return err
 		}
+		key := n.key.get()
+		pending := f.wb.Pending(key)
+		n.sessMu.Lock()
+		n.mu.Lock()
+		installed := n.sess == nil
+		if installed {
+			n.sess, n.pre, n.writeErr = st, n.entry, nil
+			if trunc {
+				n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
+			} else {
+				n.entry.Size = st.Size()
+			}
+			if pending {
+				n.base = "" // our own upload comes first: follow it unconditionally
+			}
+			n.entry.Local = true
+		}
+		e := n.entry
+		n.mu.Unlock()
+		n.sessMu.Unlock()
+		if installed {
+			f.trackLocal(n, key, e)
+			return nil
+		}
+		st.Discard()
+		if !trunc {
+			return nil
+		}
+	} else if !trunc {
 		return nil
 	}
-	key := n.key.get()
-	var err error
-	switch {
-	case trunc || e.Size == 0:
-		st, err = f.wb.NewStaging()
-	case local != nil:
-		// From the descriptor, not the name: the uploader may have moved
-		// the file into the cache already (the descriptor follows it).
-		st, err = f.wb.NewStagingCopy(local, e.Size)
-	case e.Local:
-		if p, size, ok := f.wb.StagingPath(key); ok {
-			st, err = f.wb.NewStagingFrom(p, size)
-		} else {
-			err = fmt.Errorf("fs: %s: local content not found", key)
-		}
-	default:
-		st, err = n.stageFromBucket(ctx, e)
+	// Truncate the session in place: under sessMu shared, as a write.
+	n.sessMu.RLock()
+	defer n.sessMu.RUnlock()
+	n.mu.Lock()
+	st = n.sess
+	n.mu.Unlock()
+	if st == nil { // committed meanwhile: the next write starts afresh
+		return n.startSessionAgain(ctx)
 	}
-	if err != nil {
+	if err := st.Truncate(0); err != nil {
 		return err
 	}
 	n.mu.Lock()
-	n.sess, n.pre, n.writeErr = st, n.entry, nil
-	if trunc {
-		n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
-	}
-	if f.wb.Pending(key) {
-		n.base = "" // our own upload comes first: follow it unconditionally
-	}
-	n.entry.Local = true
-	e = n.entry
+	n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
 	n.mu.Unlock()
-	f.trackLocal(n, key, e)
 	return nil
+}
+
+// startSessionAgain is startSession(trunc) after a commit raced it.
+func (n *fileNode) startSessionAgain(ctx context.Context) error {
+	n.sessMu.RUnlock()
+	defer n.sessMu.RLock()
+	return n.startSession(ctx, true)
+}
+
+// newSession stages the file's current content (or nothing, if trunc) in
+// a new staging file: the writeback manager's pending content of the key
+// if it has some, else the bucket version.
+func (n *fileNode) newSession(ctx context.Context, trunc bool) (*writeback.Staging, error) {
+	f := n.fsys
+	key := n.key.get()
+	n.mu.Lock()
+	e := n.entry
+	n.mu.Unlock()
+	if trunc {
+		return f.wb.NewStaging(key)
+	}
+	if c, ok := f.wb.Content(key); ok {
+		defer c.Release()
+		return f.wb.NewStagingCopy(key, c.File(), c.Size())
+	}
+	if e.Local { // uploaded meanwhile: stage the bucket's version
+		var err error
+		if e, err = n.refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if e.Size == 0 {
+		return f.wb.NewStaging(key)
+	}
+	return n.stageFromBucket(ctx, e)
+}
+
+// refresh takes the bucket's entry of a node whose local content is
+// gone (its upload is complete: the namespace shows the new version
+// before the manager lets go of the content). It returns the node's entry
+// as it stands.
+func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
+	key := n.key.get()
+	dir, name := meta.Parent(key)
+	e, err := n.fsys.meta.Lookup(ctx, dir, name)
+	if err != nil {
+		return meta.Entry{}, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sess == nil && n.entry.Local && !e.Local && !e.Dir && n.key.get() == key {
+		n.entry, n.base = e, e.Version
+	}
+	return n.entry, nil
 }
 
 // stageFromBucket copies a bucket version into a new staging file: from
@@ -123,11 +184,11 @@ func (n *fileNode) stageFromBucket(ctx context.Context, e meta.Entry) (*writebac
 			if dup, err := unix.Dup(fd); err == nil {
 				src := os.NewFile(uintptr(dup), n.key.get())
 				defer src.Close()
-				return f.wb.NewStagingCopy(src, e.Size)
+				return f.wb.NewStagingCopy(n.key.get(), src, e.Size)
 			}
 		}
 	}
-	st, err := f.wb.NewStaging()
+	st, err := f.wb.NewStaging(n.key.get())
 	if err != nil {
 		return nil, err
 	}
@@ -188,28 +249,27 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 	return 0, syscall.EIO
 }
 
-// readLocal reads the node's local content, if it has any.
+// readLocal reads the node's local content, if it has any: its write
+// session, or the content the writeback manager holds for the key until
+// its upload is complete. Not handled (false): the node reads as the
+// bucket's version.
 func (n *fileNode) readLocal(dest []byte, off int64) (int, error, bool) {
 	n.sessMu.RLock()
 	defer n.sessMu.RUnlock()
 	n.mu.Lock()
-	st, local, isLocal, size := n.sess, n.local, n.entry.Local, n.entry.Size
+	st, isLocal, size := n.sess, n.entry.Local, n.entry.Size
 	n.mu.Unlock()
 	var src io.ReaderAt
 	switch {
 	case st != nil:
 		src = st
-	case local != nil:
-		src = local
 	case isLocal:
-		var err error
-		if local, err = n.openPending(); err != nil {
-			return 0, err, true
+		c, ok := n.fsys.wb.Content(n.key.get())
+		if !ok {
+			return 0, nil, false // uploaded: the caller refreshes the entry
 		}
-		if local == nil {
-			return 0, nil, false // uploaded meanwhile: read the bucket version
-		}
-		src = local
+		defer c.Release()
+		src, size = c, c.Size()
 	default:
 		return 0, nil, false
 	}
@@ -221,38 +281,6 @@ func (n *fileNode) readLocal(dest []byte, off int64) (int, error, bool) {
 		err = nil
 	}
 	return k, err, true
-}
-
-// openPending opens the staged file of the node's pending upload (a node
-// found after a restart, or forgotten and looked up again), or returns
-// nil if the upload has finished. Caller holds sessMu shared.
-func (n *fileNode) openPending() (*os.File, error) {
-	f := n.fsys
-	key := n.key.get()
-	p, _, ok := f.wb.StagingPath(key)
-	if !ok {
-		// Finishing: the hook is about to run. Its outcome is read from
-		// n.entry below, not from the upload's error.
-		_ = f.wb.WaitKey(context.Background(), key)
-		n.mu.Lock()
-		defer n.mu.Unlock()
-		if n.entry.Local {
-			return nil, fmt.Errorf("fs: %s: local content not found", key)
-		}
-		return nil, nil
-	}
-	file, err := os.Open(p)
-	if err != nil {
-		return nil, err
-	}
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.local != nil {
-		file.Close()
-		return n.local, nil
-	}
-	n.local = file
-	return file, nil
 }
 
 // commit hands the node's write session to the uploader.
@@ -285,23 +313,25 @@ func (n *fileNode) commit(ctx context.Context) error {
 		n.forgetIfNew()
 		return werr
 	}
-	// Keep reading the committed bytes while they upload (the uploader
-	// moves the file into the cache; this descriptor follows it).
-	src, err := os.Open(st.Path())
-	if err == nil {
-		if n.local != nil {
-			n.local.Close()
-		}
-		n.local = src
-	}
+	// From Register on the manager holds the committed bytes: reads of
+	// the key find them there, with no window in which the file has
+	// neither a session nor pending content. Register does no I/O.
 	base, mtime, key := n.base, n.entry.MTime, n.key.get()
-	n.base = "" // later commits follow this one
-	n.mu.Unlock()
-	n.sessMu.Unlock()
 	// Held (async mode) until the file's last close or an fsync: see
 	// release and sync.
-	_, err = f.wb.CommitHeld(ctx, key, st, base, mtime)
+	j, err := f.wb.Register(key, st, base, mtime, true)
 	if err != nil {
+		n.sess, n.dirty = st, true // still a session: a later close tries again
+		n.mu.Unlock()
+		n.sessMu.Unlock()
+		return err
+	}
+	n.base = "" // later commits follow this one
+	e := n.entry
+	n.mu.Unlock()
+	n.sessMu.Unlock()
+	f.trackLocal(n, key, e) // listings and new lookups show the committed size
+	if err = f.wb.Journal(ctx, j); err != nil {
 		f.log.Warn("fs: upload failed; the data is kept and retried", "key", key, "err", err)
 	}
 	return err

@@ -30,6 +30,16 @@ const (
 	// control.sock the mount serves (`strata refresh` finds it there);
 	// absent when the mount serves none. Root and the mount's user only.
 	XattrControl = "user.strata.control"
+	// XattrUploads on any directory lists every upload not complete and
+	// every write kept aside, as JSON []writeback.Upload with keys relative
+	// to the mount (`strata uploads` reads it). Same users as XattrSync.
+	XattrUploads = "user.strata.uploads"
+	// XattrRetry, set on any directory to a path relative to the mount
+	// ("" for all), retries its uploads now.
+	XattrRetry = "user.strata.retry"
+	// XattrDiscard, set on any directory to a path relative to the mount,
+	// gives up its uploads (the bytes are kept under failed-writes).
+	XattrDiscard = "user.strata.discard"
 )
 
 // SetControlDir says where the mount's control socket is (for
@@ -48,6 +58,11 @@ var (
 func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint32, syscall.Errno) {
 	switch attr {
 	case XattrSync:
+	case XattrUploads:
+		if !d.fsys.mountUser(ctx, true) {
+			return 0, toErrno(errNotMountUser)
+		}
+		return d.fsys.uploadsXattr(dest)
 	case XattrControl:
 		dir := d.fsys.controlDir.Load()
 		switch {
@@ -75,6 +90,9 @@ func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint3
 }
 
 func (d *dirNode) Setxattr(ctx context.Context, attr string, data []byte, flags uint32) syscall.Errno {
+	if attr == XattrRetry || attr == XattrDiscard {
+		return d.fsys.uploadsRequest(ctx, attr, data)
+	}
 	return toErrno(errXattrNotSupported)
 }
 
@@ -88,14 +106,15 @@ func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 	}
 	key := n.key.get()
 	n.mu.Lock()
+	writing := n.sess != nil
+	n.mu.Unlock()
 	status := "cached"
-	switch {
-	case n.sess != nil:
+	switch wb := n.fsys.wb; {
+	case writing:
 		status = "writing"
-	case n.entry.Local:
+	case wb != nil && wb.Pending(key):
 		status = "uploading"
 	}
-	n.mu.Unlock()
 	if wb := n.fsys.wb; wb != nil {
 		for _, fl := range wb.Summary().Failed {
 			if fl.Key == key {

@@ -3,6 +3,8 @@ package writeback
 import (
 	"context"
 	"path/filepath"
+
+	"github.com/stratafs/strata/cache/index"
 	"sort"
 	"time"
 )
@@ -20,33 +22,59 @@ func (m *Manager) Cancel(key string) {
 	m.kick()
 }
 
-// Rekey moves the pending uploads of key to newKey (a rename before the
-// upload). thenDelete, if not "", is removed from the bucket once the
-// renamed file is up (the old name's previous object). It reports whether
-// there was anything pending.
-func (m *Manager) Rekey(key, newKey, thenDelete string) bool {
+// Rekey moves the pending uploads and open write sessions of key to
+// newKey (a rename before the upload). thenDelete, if not "", is removed
+// from the bucket once the renamed file is up (the old name's previous
+// object). It reports whether there was an upload pending; an error means
+// the journal could not record the new name, and nothing was moved.
+func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 	m.mu.Lock()
+	defer m.kick()
+	defer m.mu.Unlock()
+	if n := m.writing[key]; n > 0 {
+		delete(m.writing, key)
+		m.writing[newKey] += n
+	}
 	js := m.byKey[key]
 	if len(js) == 0 {
-		m.mu.Unlock()
-		return false
+		return false, nil
+	}
+	recs := make([]index.UploadRecord, len(js))
+	for i, j := range js {
+		r := j.rec
+		r.Key = newKey
+		// rename(2) replaces whatever the new name holds: the upload is no
+		// longer conditional on the old name's base version.
+		r.BaseVersion = ""
+		if i == len(js)-1 && thenDelete != "" {
+			r.ThenDelete = thenDelete
+		}
+		if j.failed {
+			r.State = index.UploadPending
+		}
+		recs[i] = r
+		if j.journaling { // its Journal call records the new name
+			continue
+		}
+		if err := m.putUpload(j.seq, r); err != nil {
+			for k := range i { // put the entries already moved back
+				if !js[k].journaling {
+					m.putUpload(js[k].seq, js[k].rec)
+				}
+			}
+			return false, err
+		}
 	}
 	delete(m.byKey, key)
 	for i, j := range js {
-		j.rec.Key = newKey
-		// rename(2) replaces whatever the new name holds: the upload is no
-		// longer conditional on the old name's base version.
-		j.rec.BaseVersion = ""
-		if i == len(js)-1 && thenDelete != "" {
-			j.rec.ThenDelete = thenDelete
-		}
+		j.rec = recs[i]
 		if j.failed { // the new name gets a fresh chance (old waiters keep the old verdict)
 			nj := newJob(j.seq, j.rec, j.reserved)
-			m.jobs[j.seq], js[i] = nj, nj
+			nj.content, j.content = j.content, nil
+			delete(m.jobs, j)
+			m.jobs[nj] = struct{}{}
+			js[i] = nj
 			j = nj
-		}
-		if err := m.ix.PutUpload(j.seq, j.rec); err != nil {
-			m.log.Warn("writeback: journaling the new name", "key", key, "new", newKey, "err", err)
 		}
 		if j.running {
 			j.requeue = true
@@ -55,9 +83,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) bool {
 	}
 	m.byKey[newKey] = append(m.byKey[newKey], js...)
 	m.supersedeLocked(newKey)
-	m.mu.Unlock()
-	m.kick()
-	return true
+	return true, nil
 }
 
 // Pending reports whether key has an upload not yet complete.
@@ -103,7 +129,7 @@ type Summary struct {
 func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 	m.mu.Lock()
 	var js []*Job
-	for _, j := range m.jobs {
+	for j := range m.jobs {
 		if !j.held {
 			js = append(js, j)
 		}
@@ -124,7 +150,7 @@ func (m *Manager) Summary() Summary {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	var s Summary
-	for _, j := range m.jobs {
+	for j := range m.jobs {
 		if j.failed {
 			s.Failed = append(s.Failed, Failure{Key: j.rec.Key, Error: j.rec.LastError, Staging: filepath.Join(m.store.StagingDir(), j.rec.Staging)})
 			continue

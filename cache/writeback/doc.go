@@ -17,7 +17,16 @@
 // Staged bytes count against the cache size: growing a staging file
 // reserves space first, and a full cache is ENOSPC, never a truncation.
 //
-// Lock order: Manager.mu, then Staging.mu. Neither is held across an
-// upload, a journal write or file I/O (Staging.mu covers only the size
-// bookkeeping around a write).
+// A committed file's bytes (Content) belong to the manager until its
+// upload is complete: the filesystem asks for them by key. The manager
+// keeps the namespace (Names, cache/meta) current: a journaled upload
+// shows as a local entry, and a completed one becomes the bucket's entry
+// before the content is let go, so no reader finds neither.
+//
+// Lock order: Manager.mu, then Staging.mu or the namespace's (in-memory
+// SetLocal/ClearLocal). Neither is held across an upload, a staging-file
+// fsync or the journal append of a commit (Register holds Manager.mu for
+// bookkeeping only; Journal does the I/O unlocked). Known exception:
+// rewriting or deleting a journal entry (retry state, rename, drop) and
+// removing a dropped staging file happen under Manager.mu.
 package writeback

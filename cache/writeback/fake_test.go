@@ -45,6 +45,9 @@ func (b *fakeBucket) get(key string) ([]byte, bool) {
 func (b *fakeBucket) Stat(ctx context.Context, key string) (backend.ObjectInfo, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.failErr != nil {
+		return backend.ObjectInfo{}, b.failErr
+	}
 	d, ok := b.objs[key]
 	if !ok {
 		return backend.ObjectInfo{}, backend.ErrNotExist

@@ -3,6 +3,7 @@ package writeback
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -11,6 +12,7 @@ import (
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/index"
+	"github.com/stratafs/strata/cache/meta"
 )
 
 // errSuperseded ends a job whose file was committed again before it was
@@ -34,6 +36,13 @@ type Job struct {
 	held      bool  // committed while the file is still open: waits for Unhold
 	failed    bool  // permanent error; kept until written again or deleted
 	notBefore time.Time
+	tries     int // failed attempts since the backend last answered (the backoff)
+	// content is what the file reads as until the upload is complete (the
+	// job's hold, released when the job goes).
+	content *Content
+	// journaling: registered, not yet journaled (seq is 0): not started,
+	// and the Journal call in progress cleans up if it is dropped.
+	journaling bool
 
 	once      sync.Once
 	attempted chan struct{} // closed after the first attempt
@@ -103,11 +112,14 @@ func (m *Manager) dispatch() {
 				continue
 			}
 			j := js[0]
-			if j.running || j.failed || j.held || j.dropped != nil {
+			if j.running || j.failed || j.held || j.journaling || j.dropped != nil {
 				continue
 			}
 			if j.notBefore.After(now) {
 				wakeAt = minTime(wakeAt, j.notBefore)
+				if probe := m.probeDueLocked(now, j.rec.Key); !probe.IsZero() {
+					wakeAt = minTime(wakeAt, probe)
+				}
 				continue
 			}
 			if m.running >= m.opts.Concurrency {
@@ -166,6 +178,12 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 			err = m.complete(j, r, path, info)
 		}
 	}
+	if err == nil && m.names != nil {
+		// The bucket's entry first, while the job still stands for the
+		// file: no lookup finds neither.
+		dir, name := meta.Parent(r.Key)
+		m.names.Upsert(dir, meta.Entry{Name: name, Size: r.Size, MTime: r.MTime, Version: info.Version})
+	}
 	m.finish(j, r, info, err)
 }
 
@@ -185,10 +203,27 @@ func (m *Manager) complete(j *Job, r index.UploadRecord, path string, info backe
 			m.log.Warn("writeback: removing the old name after a rename", "key", r.ThenDelete, "err", err)
 		}
 	}
-	if err := m.ix.DeleteUpload(j.seq); err != nil {
-		m.log.Warn("writeback: clearing the journal entry", "key", r.Key, "err", err)
-	}
+	m.deleteUpload(j.seq, r.Key)
 	return nil
+}
+
+// putUpload rewrites a journal entry. A failure is logged: the entry keeps
+// its previous state (the staged file stays), which a restart retries.
+func (m *Manager) putUpload(seq uint64, r index.UploadRecord) error {
+	err := m.ix.PutUpload(seq, r)
+	if err != nil {
+		err = fmt.Errorf("writeback: journal %s: %w", r.Key, err)
+		m.log.Error("writeback: updating the journal failed", "key", r.Key, "err", err)
+	}
+	return err
+}
+
+// deleteUpload removes a journal entry. A failure is logged: the next
+// mount finds the entry, and drops it if its staged file is gone.
+func (m *Manager) deleteUpload(seq uint64, key string) {
+	if err := m.ix.DeleteUpload(seq); err != nil {
+		m.log.Error("writeback: removing a journal entry failed; the next mount drops it", "key", key, "seq", seq, "err", err)
+	}
 }
 
 // finish records an attempt's outcome.
@@ -198,16 +233,17 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 	m.running--
 	switch {
 	case err == nil:
+		// The file stops being local only if nothing newer of it is
+		// committed or being written (the namespace already holds the
+		// bucket's entry: see upload).
+		if js := m.byKey[r.Key]; m.names != nil && len(js) == 1 && js[0] == j && m.writing[r.Key] == 0 {
+			dir, name := meta.Parent(r.Key)
+			m.names.ClearLocal(dir, name)
+		}
 		m.removeLocked(j)
 		j.info = info
-		// Tell the filesystem before waking waiters: whoever waited for
-		// this upload then finds the new version in place.
-		if m.hooks.Uploaded != nil {
-			m.mu.Unlock()
-			m.hooks.Uploaded(r.Key, info, r.Size, r.MTime)
-			m.mu.Lock()
-		}
 		j.settle(nil)
+		m.backendAnsweredLocked() // the others need not wait out their backoff
 	case j.dropped != nil:
 		m.dropLocked(j)
 	case j.requeue:
@@ -218,18 +254,15 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 		j.failed = true
 		j.rec.State, j.rec.LastError = index.UploadFailed, err.Error()
 		j.rec.Attempts++
-		if err := m.ix.PutUpload(j.seq, j.rec); err != nil {
-			m.log.Warn("writeback: journaling the failure", "key", r.Key, "err", err)
-		}
+		m.putUpload(j.seq, j.rec)
 		m.log.Error("writeback: upload failed; the file is kept in the cache for a retry", "key", r.Key, "err", err)
 		j.settle(err)
 	default:
 		j.rec.Attempts++
 		j.rec.LastError = err.Error()
-		if err := m.ix.PutUpload(j.seq, j.rec); err != nil {
-			m.log.Warn("writeback: journaling the attempt", "key", r.Key, "err", err)
-		}
-		pause := min(m.opts.RetryMin<<min(j.rec.Attempts-1, 20), m.opts.RetryMax)
+		m.putUpload(j.seq, j.rec)
+		j.tries++
+		pause := min(m.opts.RetryMin<<min(j.tries-1, 20), m.opts.RetryMax)
 		j.notBefore = time.Now().Add(pause)
 		m.log.Warn("writeback: upload failed; retrying", "key", r.Key, "attempt", j.rec.Attempts, "in", pause, "err", err)
 		j.firstAttempt(err)
@@ -240,7 +273,9 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 
 // removeLocked forgets a settled job. Caller holds m.mu.
 func (m *Manager) removeLocked(j *Job) {
-	delete(m.jobs, j.seq)
+	delete(m.jobs, j)
+	j.content.Release()
+	j.content = nil
 	js := m.byKey[j.rec.Key]
 	for i, x := range js {
 		if x == j {
@@ -256,16 +291,20 @@ func (m *Manager) removeLocked(j *Job) {
 }
 
 // dropLocked discards a job that will never upload: its staged file, its
-// space, its journal entry. Caller holds m.mu.
+// space, its journal entry (a job still journaling: its Journal call does
+// that part). Caller holds m.mu.
 func (m *Manager) dropLocked(j *Job) {
 	m.removeLocked(j)
+	j.settle(j.dropped)
+	if j.journaling {
+		return
+	}
 	os.Remove(filepath.Join(m.store.StagingDir(), j.rec.Staging))
 	m.store.ReleaseStaging(j.reserved)
 	j.reserved = 0
-	if err := m.ix.DeleteUpload(j.seq); err != nil {
-		m.log.Warn("writeback: clearing the journal entry", "key", j.rec.Key, "err", err)
+	if j.seq != 0 {
+		m.deleteUpload(j.seq, j.rec.Key)
 	}
-	j.settle(j.dropped)
 }
 
 // supersedeLocked drops every older job of key: the newest commit wins.

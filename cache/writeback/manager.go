@@ -13,6 +13,7 @@ import (
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/index"
+	"github.com/stratafs/strata/cache/meta"
 )
 
 // Mode says when close() returns.
@@ -45,13 +46,16 @@ func DefaultOptions() Options {
 	return Options{Mode: Sync, Concurrency: 4, RetryMin: time.Second, RetryMax: 5 * time.Minute}
 }
 
-// Hooks tell the filesystem what the uploader did.
-type Hooks struct {
-	// Uploaded: key is complete in the bucket as info.
-	Uploaded func(key string, info backend.ObjectInfo, size, mtime int64)
-	// Pending: key has a journaled upload (called at startup for each
-	// upload found in the journal, so the file shows in the tree).
-	Pending func(key string, size, mtime int64)
+// Names is the namespace the write path keeps current (cache/meta's
+// Cache): a file waiting for its upload shows as a local entry (from the
+// journal at startup too), and a completed upload becomes the bucket's
+// entry before the local one goes. The manager calls it and never the
+// filesystem above it. ClearLocal and SetLocal touch memory only (they are
+// called under Manager.mu); Upsert may write the index and is not.
+type Names interface {
+	SetLocal(dir string, e meta.Entry)
+	ClearLocal(dir, name string)
+	Upsert(dir string, e meta.Entry)
 }
 
 // Manager owns staging files and uploads for one source.
@@ -60,9 +64,10 @@ type Manager struct {
 	ix     *index.Index
 	w      backend.Writer
 	del    backend.Deleter // may be nil
+	stat   backend.Backend // probes a backend that failed uploads (nil in some tests)
 	source string
 	opts   Options
-	hooks  Hooks
+	names  Names // may be nil
 	log    *slog.Logger
 
 	ctx    context.Context
@@ -70,12 +75,16 @@ type Manager struct {
 	wg     sync.WaitGroup
 	wake   chan struct{}
 
-	mu      sync.Mutex // guards jobs, byKey, running, closed
-	jobs    map[uint64]*Job
-	byKey   map[string][]*Job     // in commit order
+	mu      sync.Mutex            // guards the fields below (and Job's, Staging.key)
+	jobs    map[*Job]struct{}     // journaled jobs not settled
+	byKey   map[string][]*Job     // in commit order, from Register on
 	kept    map[string]*keptWrite // writes set aside, not uploaded, by key
+	writing map[string]int        // open write sessions (Staging) by key
 	running int
-	closed  bool
+	// A probe of a backend that failed uploads (retry.go).
+	probing   bool
+	lastProbe time.Time
+	closed    bool
 }
 
 // ErrReadOnly: the backend takes no writes.
@@ -83,7 +92,7 @@ var ErrReadOnly = errors.New("writeback: backend does not accept writes")
 
 // New starts the write path of source be on store, resuming every upload
 // found in the journal.
-func New(store *cache.Store, be backend.Backend, opts Options, hooks Hooks) (*Manager, error) {
+func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Manager, error) {
 	w, ok := be.(backend.Writer)
 	if !ok {
 		return nil, ErrReadOnly
@@ -94,10 +103,12 @@ func New(store *cache.Store, be backend.Backend, opts Options, hooks Hooks) (*Ma
 	opts.Concurrency = max(opts.Concurrency, 1)
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
-		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, hooks: hooks, log: opts.Logger,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[uint64]*Job{}, byKey: map[string][]*Job{}, kept: map[string]*keptWrite{},
+		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, names: names, log: opts.Logger,
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, kept: map[string]*keptWrite{},
+		writing: map[string]int{},
 	}
 	m.del, _ = be.(backend.Deleter)
+	m.stat = be
 	if err := m.restore(); err != nil {
 		cancel()
 		return nil, err
@@ -118,9 +129,7 @@ func (m *Manager) restore() error {
 	err := m.ix.ScanUploads(func(seq uint64, r index.UploadRecord, err error) error {
 		if err != nil {
 			m.log.Error("writeback: unreadable journal entry; dropping it", "seq", seq, "err", err)
-			if err := m.ix.DeleteUpload(seq); err != nil {
-				m.log.Warn("writeback: clearing the journal entry", "seq", seq, "err", err)
-			}
+			m.deleteUpload(seq, "")
 			return nil
 		}
 		if r.Source != m.source {
@@ -128,11 +137,10 @@ func (m *Manager) restore() error {
 			return nil
 		}
 		p := filepath.Join(m.store.StagingDir(), r.Staging)
-		if _, err := os.Stat(p); err != nil {
+		f, err := os.Open(p)
+		if err != nil {
 			m.log.Error("writeback: journaled upload lost its staging file; dropping it", "key", r.Key, "err", err)
-			if err := m.ix.DeleteUpload(seq); err != nil {
-				m.log.Warn("writeback: clearing the journal entry", "key", r.Key, "err", err)
-			}
+			m.deleteUpload(seq, r.Key)
 			return nil
 		}
 		owned[r.Staging] = true
@@ -140,10 +148,12 @@ func (m *Manager) restore() error {
 			m.log.Warn("writeback: staged data over the cache limit", "key", r.Key)
 		}
 		j := newJob(seq, r, r.Size)
-		m.jobs[seq] = j
+		j.content = newContent(f, r.Size, r.MTime)
+		m.jobs[j] = struct{}{}
 		m.byKey[r.Key] = append(m.byKey[r.Key], j)
-		if m.hooks.Pending != nil {
-			m.hooks.Pending(r.Key, r.Size, r.MTime)
+		if m.names != nil {
+			dir, name := meta.Parent(r.Key)
+			m.names.SetLocal(dir, meta.Entry{Name: name, Size: r.Size, MTime: r.MTime, Version: fmt.Sprintf("local:%d", r.MTime), Local: true})
 		}
 		m.log.Info("writeback: resuming upload", "key", r.Key, "bytes", r.Size, "state", stateName(r.State))
 		return nil
@@ -167,7 +177,11 @@ func (m *Manager) restore() error {
 // Commit uploads and returns the first attempt's result (a failed upload
 // stays journaled and is retried in the background).
 func (m *Manager) Commit(ctx context.Context, key string, st *Staging, base string, mtime int64) (*Job, error) {
-	return m.commit(ctx, key, st, base, mtime, false)
+	j, err := m.Register(key, st, base, mtime, false)
+	if err != nil {
+		return nil, err
+	}
+	return j, m.Journal(ctx, j)
 }
 
 // CommitHeld is Commit for a file still open elsewhere: in async mode the
@@ -177,7 +191,11 @@ func (m *Manager) Commit(ctx context.Context, key string, st *Staging, base stri
 // crash before Unhold uploads it at the next mount, as any journaled
 // upload. In sync mode it is Commit.
 func (m *Manager) CommitHeld(ctx context.Context, key string, st *Staging, base string, mtime int64) (*Job, error) {
-	return m.commit(ctx, key, st, base, mtime, m.opts.Mode == Async)
+	j, err := m.Register(key, st, base, mtime, true)
+	if err != nil {
+		return nil, err
+	}
+	return j, m.Journal(ctx, j)
 }
 
 // Unhold lets key's held uploads start.
@@ -190,60 +208,105 @@ func (m *Manager) Unhold(key string) {
 	m.kick()
 }
 
-func (m *Manager) commit(ctx context.Context, key string, st *Staging, base string, mtime int64, held bool) (*Job, error) {
+// Register is the first half of a commit, with no disk I/O, so that the
+// filesystem can call it under its node locks: from its return on, key
+// reads as st's content (Content) and st belongs to the job. Journal does
+// the rest. held (async mode only) keeps the upload for Unhold.
+func (m *Manager) Register(key string, st *Staging, base string, mtime int64, held bool) (*Job, error) {
 	size := st.Size()
-	if m.opts.Mode == Async {
-		if err := st.Sync(); err != nil {
-			return nil, err
-		}
+	c, err := dupContent(st.f, size, mtime)
+	if err != nil {
+		return nil, err
 	}
 	name, reserved := st.detach()
 	r := index.UploadRecord{
 		Source: m.source, Key: key, Staging: name, Size: size, MTime: mtime,
 		BaseVersion: base, Created: time.Now().UnixNano(),
 	}
-	seq, err := m.ix.AppendUpload(r)
-	if err != nil {
-		os.Remove(filepath.Join(m.store.StagingDir(), name))
-		m.store.ReleaseStaging(reserved)
-		return nil, err
-	}
-	j := newJob(seq, r, reserved)
-	j.held = held
+	j := newJob(0, r, reserved)
+	j.held = held && m.opts.Mode == Async
+	j.content, j.journaling = c, true
 	m.mu.Lock()
-	if m.closed {
-		m.mu.Unlock()
-		return j, fmt.Errorf("writeback: commit %s: %w", key, context.Canceled)
-	}
-	m.jobs[seq] = j
 	m.byKey[key] = append(m.byKey[key], j)
-	m.supersedeLocked(key)
-	kept := m.forgetKeptLocked(key) // written again whole
 	m.mu.Unlock()
+	return j, nil
+}
+
+// Journal is the second half of a commit: the staged bytes are made
+// durable (async mode) and journaled, and the job may start. A job that
+// cannot be journaled is dropped and its error returned. In sync mode it
+// waits for the first upload attempt and returns its result.
+func (m *Manager) Journal(ctx context.Context, j *Job) error {
+	m.mu.Lock()
+	r := j.rec
+	m.mu.Unlock()
+	var err error
+	if m.opts.Mode == Async {
+		if err = j.content.f.Sync(); err != nil {
+			err = fmt.Errorf("writeback: fsync staging file: %w", err)
+		}
+	}
+	var seq uint64
+	if err == nil {
+		seq, err = m.ix.AppendUpload(r)
+	}
+	m.mu.Lock()
+	j.seq, j.journaling = seq, false
+	switch {
+	case err == nil && m.closed:
+		err = fmt.Errorf("writeback: commit %s: %w", r.Key, context.Canceled)
+		j.dropped = err // stays journaled for the next mount; only forgotten here
+		m.removeLocked(j)
+		j.settle(err)
+		m.mu.Unlock()
+		return err
+	case err != nil:
+		j.dropped = err
+		m.dropLocked(j)
+		m.mu.Unlock()
+		return err
+	}
+	m.jobs[j] = struct{}{}
+	if j.dropped != nil { // deleted or superseded while journaling
+		m.dropLocked(j)
+		m.mu.Unlock()
+		return nil
+	}
+	renamed := j.rec != r
+	m.supersedeLocked(j.rec.Key)
+	kept := m.forgetKeptLocked(j.rec.Key) // written again whole
+	r = j.rec
+	m.mu.Unlock()
+	if renamed { // renamed while journaling
+		m.putUpload(seq, r)
+	}
 	kept.remove()
 	m.kick()
 	if m.opts.Mode == Async {
-		return j, nil
+		return nil
 	}
 	select {
 	case <-j.attempted:
-		return j, j.firstErr
+		return j.firstErr
 	case <-ctx.Done():
-		return j, ctx.Err()
+		return ctx.Err()
 	}
 }
 
-// StagingPath returns the path of the staged file of key's latest pending
-// upload, to copy from when the file is written again before it is up.
-func (m *Manager) StagingPath(key string) (path string, size int64, ok bool) {
+// Content returns the content of key's latest commit not yet uploaded,
+// held for the caller (who releases it), or false if there is none: the
+// file then reads as the bucket's version, which the namespace (Names)
+// already shows.
+func (m *Manager) Content(key string) (*Content, bool) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	js := m.byKey[key]
-	if len(js) == 0 {
-		return "", 0, false
+	for i := len(js) - 1; i >= 0; i-- {
+		if c := js[i].content; c != nil && !errors.Is(js[i].dropped, errCancelled) {
+			return c.acquire(), true
+		}
 	}
-	j := js[len(js)-1]
-	return filepath.Join(m.store.StagingDir(), j.rec.Staging), j.rec.Size, true
+	return nil, false
 }
 
 func (m *Manager) kick() {

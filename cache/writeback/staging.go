@@ -9,19 +9,22 @@ import (
 	"sync"
 )
 
-// Staging is one file being written through the mount.
+// Staging is one file being written through the mount: a write session.
+// The manager counts open sessions by key (see Manager.writing), so that
+// the end of an upload does not hide a file someone is writing again.
 type Staging struct {
 	m    *Manager
 	name string // file name in the staging directory
 	f    *os.File
+	key  string // guarded by Manager.mu (a rename changes it)
 
 	mu       sync.Mutex // guards size, reserved
 	size     int64
 	reserved int64 // bytes accounted against the cache limit
 }
 
-// NewStaging creates an empty staging file.
-func (m *Manager) NewStaging() (*Staging, error) {
+// NewStaging creates an empty staging file, a write session of key.
+func (m *Manager) NewStaging(key string) (*Staging, error) {
 	var b [12]byte
 	rand.Read(b[:])
 	name := hex.EncodeToString(b[:])
@@ -29,25 +32,28 @@ func (m *Manager) NewStaging() (*Staging, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writeback: create staging file: %w", err)
 	}
-	return &Staging{m: m, name: name, f: f}, nil
+	s := &Staging{m: m, name: name, f: f, key: key}
+	m.mu.Lock()
+	m.writing[key]++
+	m.mu.Unlock()
+	return s, nil
 }
 
-// NewStagingFrom makes a staging file holding a copy of the first n bytes
-// of the file at path (a reflink where the filesystem has them): writing
-// on after a commit, or into an object the cache holds.
-func (m *Manager) NewStagingFrom(path string, n int64) (*Staging, error) {
-	src, err := os.Open(path)
-	if err != nil {
-		return nil, fmt.Errorf("writeback: copy %s: %w", path, err)
+// untrack ends the session's count in Manager.writing.
+func (s *Staging) untrack() {
+	m := s.m
+	m.mu.Lock()
+	if m.writing[s.key]--; m.writing[s.key] <= 0 {
+		delete(m.writing, s.key)
 	}
-	defer src.Close()
-	return m.NewStagingCopy(src, n)
+	m.mu.Unlock()
 }
 
-// NewStagingCopy makes a staging file holding a copy of the first n bytes
-// of src.
-func (m *Manager) NewStagingCopy(src *os.File, n int64) (*Staging, error) {
-	c, err := m.NewStaging()
+// NewStagingCopy makes a staging file of key holding a copy of the first
+// n bytes of src (a reflink where the filesystem has them): writing on
+// after a commit, or into an object the cache holds.
+func (m *Manager) NewStagingCopy(key string, src *os.File, n int64) (*Staging, error) {
+	c, err := m.NewStaging(key)
 	if err != nil {
 		return nil, err
 	}
@@ -142,6 +148,7 @@ func (s *Staging) Sync() error {
 
 // Discard deletes the staging file and returns its space.
 func (s *Staging) Discard() {
+	s.untrack()
 	s.f.Close()
 	os.Remove(s.Path())
 	s.mu.Lock()
@@ -151,9 +158,11 @@ func (s *Staging) Discard() {
 	s.m.store.ReleaseStaging(r)
 }
 
-// detach hands the file's reservation and name to an upload job and
-// closes this handle on it; the job owns the file from then on.
+// detach hands the file's reservation and name to an upload job (or to
+// the kept copies) and closes this handle on it; the job owns the file
+// from then on.
 func (s *Staging) detach() (name string, reserved int64) {
+	s.untrack()
 	s.f.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/uring"
 )
 
@@ -19,8 +20,25 @@ type env struct {
 	bucket   *fakeBucket
 	m        *Manager
 	dir      string
-	uploaded sync.Map // key -> backend.ObjectInfo
-	pending  sync.Map // key -> size
+	uploaded sync.Map      // key -> backend.ObjectInfo (Version only)
+	pending  sync.Map      // key -> size
+	local    sync.Map      // key -> true while shown as local
+	upserted chan struct{} // if set, Upsert waits for it
+}
+
+// fakeNames records what the manager tells the namespace.
+type fakeNames struct{ e *env }
+
+func (f *fakeNames) SetLocal(dir string, e meta.Entry) {
+	f.e.pending.Store(dir+e.Name, e.Size)
+	f.e.local.Store(dir+e.Name, true)
+}
+func (f *fakeNames) ClearLocal(dir, name string) { f.e.local.Delete(dir + name) }
+func (f *fakeNames) Upsert(dir string, e meta.Entry) {
+	if f.e.upserted != nil {
+		<-f.e.upserted
+	}
+	f.e.uploaded.Store(dir+e.Name, backend.ObjectInfo{Version: e.Version, Size: e.Size})
 }
 
 func openStore(t *testing.T, dir string, maxBytes int64) *cache.Store {
@@ -43,10 +61,7 @@ func newEnv(t *testing.T, mode Mode, b *fakeBucket, dir string) *env {
 	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir}
 	o := DefaultOptions()
 	o.Mode, o.RetryMin, o.RetryMax = mode, 10*time.Millisecond, 50*time.Millisecond
-	m, err := New(e.store, b, o, Hooks{
-		Uploaded: func(key string, info backend.ObjectInfo, size, mtime int64) { e.uploaded.Store(key, info) },
-		Pending:  func(key string, size, mtime int64) { e.pending.Store(key, size) },
-	})
+	m, err := New(e.store, b, o, &fakeNames{e: e})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +80,7 @@ func (e *env) close() {
 
 func (e *env) stage(t *testing.T, data []byte) *Staging {
 	t.Helper()
-	st, err := e.m.NewStaging()
+	st, err := e.m.NewStaging("k")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +105,7 @@ func TestSyncCommitUploadsAndCaches(t *testing.T) {
 	}
 	v, ok := e.uploaded.Load("ckpt/a.pt")
 	if !ok {
-		t.Fatal("Uploaded hook not called")
+		t.Fatal("the namespace was not told of the upload")
 	}
 	// The written file is now the cached copy: complete, no fetch needed.
 	o, err := e.store.Acquire(cache.ObjectKey{Source: e.bucket.String(), Key: "ckpt/a.pt", Version: v.(backend.ObjectInfo).Version, Size: int64(len(data))})
@@ -128,7 +143,7 @@ func TestAsyncResumesAfterRestart(t *testing.T) {
 	b.setFail(nil)
 	e2 := newEnv(t, Async, b, dir)
 	if _, ok := e2.pending.Load("k"); !ok {
-		t.Fatal("Pending hook not called for the journaled upload")
+		t.Fatal("the namespace was not shown the journaled upload")
 	}
 	if err := e2.m.WaitKey(context.Background(), "k"); err != nil {
 		t.Fatal(err)
@@ -202,7 +217,7 @@ func TestCancelAndRekey(t *testing.T) {
 	}
 	b.objs["old"], b.vers["old"] = []byte("x"), "v"
 	e.m.Cancel("gone")
-	if !e.m.Rekey("tmp", "final", "old") {
+	if ok, err := e.m.Rekey("tmp", "final", "old"); !ok || err != nil {
 		t.Fatal("Rekey found nothing pending")
 	}
 	close(b.gate)
@@ -223,13 +238,13 @@ func TestCancelAndRekey(t *testing.T) {
 func TestStagingCountsAgainstCacheSize(t *testing.T) {
 	dir := t.TempDir()
 	e := &env{store: openStore(t, dir, 1<<20), bucket: newBucket()}
-	m, err := New(e.store, e.bucket, DefaultOptions(), Hooks{})
+	m, err := New(e.store, e.bucket, DefaultOptions(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	e.m = m
 	t.Cleanup(e.close)
-	st, _ := m.NewStaging()
+	st, _ := m.NewStaging("k")
 	if _, err := st.WriteAt(make([]byte, 512<<10), 0); err != nil {
 		t.Fatal(err)
 	}
@@ -304,5 +319,76 @@ func TestHeldUploadWaitsForUnhold(t *testing.T) {
 	}
 	if got, _ := b.get("k"); string(got) != "whole file" || b.puts.Load() != 1 {
 		t.Fatalf("bucket %q after %d puts", got, b.puts.Load())
+	}
+}
+
+// TestContentUntilTheNamespaceHasTheUpload: a file's committed bytes stay
+// readable from the manager (Content) until the namespace holds the
+// uploaded version, so a reader never finds neither; then the local entry
+// goes, unless the file is being written again.
+func TestContentUntilTheNamespaceHasTheUpload(t *testing.T) {
+	b := newBucket()
+	dir := t.TempDir()
+	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir, upserted: make(chan struct{})}
+	o := DefaultOptions()
+	o.Mode = Async
+	m, err := New(e.store, b, o, &fakeNames{e: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
+	t.Cleanup(e.close)
+	e.local.Store("k", true) // as the filesystem shows a new file
+	data := []byte("whole checkpoint")
+	if _, err := m.Commit(context.Background(), "k", e.stage(t, data), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	// The upload is in the bucket; the namespace update is held.
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, ok := b.get("k"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("upload did not reach the bucket")
+		}
+	}
+	for range 50 {
+		c, ok := m.Content("k")
+		if !ok {
+			t.Fatal("content gone before the namespace has the upload")
+		}
+		buf := make([]byte, c.Size())
+		if _, err := c.ReadAt(buf, 0); err != nil || !bytes.Equal(buf, data) {
+			t.Fatalf("content read %q: %v", buf, err)
+		}
+		c.Release()
+	}
+	close(e.upserted)
+	if err := m.WaitKey(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := m.Content("k"); ok {
+		t.Fatal("content still held after the upload completed")
+	}
+	if _, ok := e.local.Load("k"); ok {
+		t.Fatal("the local entry stayed after the upload")
+	}
+	if _, ok := e.uploaded.Load("k"); !ok {
+		t.Fatal("the namespace does not have the upload")
+	}
+
+	// Being written again (a session open) when the upload completes: the
+	// local entry stays.
+	e.local.Store("k", true)
+	again, _ := m.NewStaging("k")
+	defer again.Discard()
+	if _, err := m.Commit(context.Background(), "k", e.stage(t, []byte("second")), "", 2); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WaitKey(context.Background(), "k"); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := e.local.Load("k"); !ok {
+		t.Fatal("the local entry went while the file is being written again")
 	}
 }

@@ -20,7 +20,7 @@ func main() {
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
-	root.AddCommand(mountCmd(), umountCmd(), versionCmd(), cacheCmd(), syncCmd(), refreshCmd())
+	root.AddCommand(mountCmd(), umountCmd(), versionCmd(), cacheCmd(), syncCmd(), uploadsCmd(), refreshCmd())
 	root.AddCommand(csiCmd(), sidecarCmd())
 	addOpsCommands(root) // warm; --config and --print-config on mount
 	if err := root.Execute(); err != nil {

@@ -4,6 +4,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
@@ -14,6 +17,7 @@ import (
 
 func syncCmd() *cobra.Command {
 	var asJSON bool
+	var every time.Duration
 	cmd := &cobra.Command{
 		Use:   "sync MOUNTPOINT",
 		Short: "Wait until every file written to a mount is in the bucket",
@@ -22,7 +26,7 @@ func syncCmd() *cobra.Command {
 failed file's data is kept in the cache directory and the message says where.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sum, err := waitSync(args[0])
+			sum, err := waitSyncSaying(args[0], every)
 			if err != nil {
 				return err
 			}
@@ -43,7 +47,53 @@ failed file's data is kept in the cache directory and the message says where.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	cmd.Flags().DurationVar(&every, "progress-every", 5*time.Second, "while waiting, say every this often which uploads are pending (0: never)")
 	return cmd
+}
+
+// waitSyncSaying is waitSync that says, on stderr every period, which
+// uploads it is still waiting for and why, instead of hanging silently.
+func waitSyncSaying(mountpoint string, every time.Duration) (writeback.Summary, error) {
+	type result struct {
+		sum writeback.Summary
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		sum, err := waitSync(mountpoint)
+		done <- result{sum, err}
+	}()
+	var tick <-chan time.Time
+	if every > 0 {
+		t := time.NewTicker(every)
+		defer t.Stop()
+		tick = t.C
+	}
+	for {
+		select {
+		case r := <-done:
+			return r.sum, r.err
+		case <-tick:
+			us, err := listUploads(mountpoint)
+			if err != nil {
+				continue
+			}
+			var waiting []string
+			for _, u := range us {
+				if u.State == writeback.StateFailed || u.State == writeback.StateNotUpload || u.State == writeback.StateHeld {
+					continue
+				}
+				w := u.Key + " (" + u.State
+				if u.Error != "" {
+					w += ": " + u.Error
+				}
+				waiting = append(waiting, w+")")
+			}
+			if len(waiting) > 0 {
+				fmt.Fprintf(os.Stderr, "waiting for %d uploads: %s\n", len(waiting), strings.Join(waiting, ", "))
+			}
+		}
+	}
 }
 
 // waitSync asks the mount, through an extended attribute of its root, to

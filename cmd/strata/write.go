@@ -37,7 +37,7 @@ func startWrites(s *server) error {
 	o.Concurrency = s.cfg.Write.UploadConcurrency
 	o.PartSize = int64(s.cfg.Write.UploadPartSize)
 	o.Logger = s.log
-	wb, err := writeback.New(s.store, s.be, o, s.fsys.Hooks())
+	wb, err := writeback.New(s.store, s.be, o, s.meta)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,175 @@
+package integration
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// upload is what `strata uploads --json` prints per entry.
+type upload struct {
+	Key      string `json:"key"`
+	State    string `json:"state"`
+	Attempts int    `json:"attempts"`
+	Error    string `json:"error"`
+	Copy     string `json:"copy"`
+}
+
+func listUploads(t *testing.T, m *mount) []upload {
+	t.Helper()
+	out, err := exec.Command(binPath(t), "uploads", "--json", m.dir).Output()
+	if err != nil {
+		t.Fatalf("strata uploads: %v\n%s", err, out)
+	}
+	var us []upload
+	if err := json.Unmarshal(out, &us); err != nil {
+		t.Fatalf("strata uploads: %v\n%s", err, out)
+	}
+	return us
+}
+
+// waitUpload polls the listing until key's entry satisfies ok.
+func waitUpload(t *testing.T, m *mount, key string, ok func(upload) bool) upload {
+	t.Helper()
+	var last []upload
+	for deadline := time.Now().Add(60 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		last = listUploads(t, m)
+		for _, u := range last {
+			if u.Key == key && ok(u) {
+				return u
+			}
+		}
+	}
+	t.Fatalf("%s: never in the expected state; last listing %+v", key, last)
+	return upload{}
+}
+
+// syncedBuffer is a bytes.Buffer safe to read while a command writes it.
+type syncedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncedBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncedBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestUploadsListRetryDiscard: with the bucket down, an async upload is
+// listed as retrying with its error; `strata sync` says it waits for it;
+// once the bucket is back `strata uploads --retry` sends it now and sync
+// ends. A second one is discarded: it never reaches the bucket, the file
+// reads as the bucket's version again, and its bytes are kept under
+// failed-writes.
+func TestUploadsListRetryDiscard(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	cacheDir := t.TempDir()
+	m := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--upload", "async")
+	if us := listUploads(t, m); len(us) != 0 {
+		t.Fatalf("uploads listed on a fresh mount: %+v", us)
+	}
+	// Both files exist first: with the bucket down a lookup of a name
+	// the mount has not listed yet fails.
+	a0, b0 := []byte("a, first version"), []byte("b, first version")
+	put(t, w, map[string][]byte{"a.bin": a0, "b.bin": b0})
+	for _, n := range []string{"a.bin", "b.bin"} {
+		if _, err := os.ReadFile(filepath.Join(m.dir, n)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srv.stop(t)
+	a, b := randData(600, 3<<20), randData(601, 1<<20)
+	if _, err := writeFile(filepath.Join(m.dir, "a.bin"), a); err != nil {
+		t.Fatal(err)
+	}
+	u := waitUpload(t, m, "a.bin", func(u upload) bool { return u.State == "retrying" })
+	if u.Error == "" || u.Attempts == 0 {
+		t.Fatalf("a retrying upload without its error: %+v", u)
+	}
+
+	// sync says what it waits for.
+	var stderr syncedBuffer
+	syncCmd := exec.Command(binPath(t), "sync", "--progress-every", "200ms", m.dir)
+	syncCmd.Stderr = &stderr
+	if err := syncCmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	syncDone := make(chan error, 1)
+	go func() { syncDone <- syncCmd.Wait() }()
+	t.Cleanup(func() { syncCmd.Process.Kill() })
+	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "a.bin (retrying"); time.Sleep(50 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("strata sync did not say it waits for a.bin; it said:\n%s", stderr.String())
+		}
+	}
+
+	// Discard b while the bucket is down.
+	if _, err := writeFile(filepath.Join(m.dir, "b.bin"), b); err != nil {
+		t.Fatal(err)
+	}
+	waitUpload(t, m, "b.bin", func(u upload) bool { return u.State == "retrying" || u.State == "pending" || u.State == "uploading" })
+	out, err := exec.Command(binPath(t), "uploads", "--discard", m.dir, "b.bin").CombinedOutput()
+	if err != nil {
+		t.Fatalf("strata uploads --discard: %v\n%s", err, out)
+	}
+	kept, err := filepath.Glob(filepath.Join(cacheDir, "failed-writes", "*"))
+	if err != nil || len(kept) != 1 {
+		t.Fatalf("failed-writes holds %v (%v); --discard said:\n%s", kept, err, out)
+	}
+	if got, _ := os.ReadFile(kept[0]); !bytes.Equal(got, b) {
+		t.Fatal("the discarded bytes kept under failed-writes differ from what was written")
+	}
+	if !strings.Contains(string(out), kept[0]) {
+		t.Fatalf("--discard did not say where the bytes are (%s):\n%s", kept[0], out)
+	}
+	for _, u := range listUploads(t, m) {
+		if u.Key == "b.bin" {
+			t.Fatalf("b.bin still listed after --discard: %+v", u)
+		}
+	}
+	if got, err := os.ReadFile(filepath.Join(m.dir, "b.bin")); err != nil || !bytes.Equal(got, b0) {
+		t.Fatalf("after --discard b.bin reads %d bytes (%v), want its bucket version back", len(got), err)
+	}
+
+	// The bucket is back: retry now.
+	srv.restart(t)
+	if out, err := exec.Command(binPath(t), "uploads", "--retry", m.dir, "a.bin").CombinedOutput(); err != nil {
+		t.Fatalf("strata uploads --retry: %v\n%s", err, out)
+	}
+	select {
+	case err := <-syncDone:
+		if err != nil {
+			t.Fatalf("strata sync: %v\n%s", err, stderr.String())
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("strata sync still waiting after the retry:\n%s", stderr.String())
+	}
+	if got, _, err := bucketSHA(t, w, "a.bin"); err != nil || got != sha(a) {
+		t.Fatalf("a.bin not whole in the bucket: %v", err)
+	}
+	if got, _, err := bucketSHA(t, w, "b.bin"); err != nil || got != sha(b0) {
+		t.Fatalf("the discarded b.bin reached the bucket: %v", err)
+	}
+	if us := listUploads(t, m); len(us) != 0 {
+		t.Fatalf("uploads listed after sync: %+v", us)
+	}
+	if out, err := exec.Command(binPath(t), "uploads", "--retry", m.dir, "a.bin").CombinedOutput(); err == nil {
+		t.Fatalf("--retry of an upload that is done succeeded:\n%s", out)
+	}
+}
