@@ -96,9 +96,9 @@ func (f *FS) discarded(key string) {
 	_, name := meta.Parent(key)
 	parent := n.parentDir()
 	go func() { // off the request path, as forgetIfNew
-		n.NotifyContent(0, 0)
+		_ = n.NotifyContent(0, 0) // best effort: the kernel may hold no pages of it
 		if gone != nil && parent != nil {
-			parent.NotifyEntry(name)
+			_ = parent.NotifyEntry(name) // best effort: the kernel may hold no entry
 		}
 	}()
 }

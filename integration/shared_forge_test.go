@@ -136,16 +136,18 @@ func TestSharedCacheForgedEntry(t *testing.T) {
 		}
 	}
 	var cached int
-	filepath.Walk(filepath.Join(cacheDir, "objects"), func(p string, fi os.FileInfo, err error) error {
+	if err := filepath.Walk(filepath.Join(cacheDir, "objects"), func(p string, fi os.FileInfo, err error) error {
 		if err != nil || !fi.Mode().IsRegular() {
-			return nil
+			return err
 		}
 		cached++
 		if b, err := os.ReadFile(p); err == nil && bytes.Contains(b, forgedMark) {
 			t.Errorf("forged bytes persisted in the local cache: %s", p)
 		}
 		return nil
-	})
+	}); err != nil {
+		t.Fatal(err)
+	}
 	if cached != len(files) {
 		t.Fatalf("node B's local cache holds %d files, want %d", cached, len(files))
 	}
@@ -154,12 +156,14 @@ func TestSharedCacheForgedEntry(t *testing.T) {
 	// one byte changed on disk in a block B took from the tier (every
 	// file's last block: only blocks 0 and 1 were forged) is one bad block.
 	var victim string
-	filepath.Walk(filepath.Join(cacheDir, "objects"), func(p string, fi os.FileInfo, err error) error {
+	if err := filepath.Walk(filepath.Join(cacheDir, "objects"), func(p string, fi os.FileInfo, err error) error {
 		if err == nil && fi.Mode().IsRegular() && victim == "" {
 			victim = p
 		}
-		return nil
-	})
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
 	f, err := os.OpenFile(victim, os.O_RDWR, 0)
 	if err != nil {
 		t.Fatal(err)

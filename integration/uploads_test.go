@@ -112,7 +112,7 @@ func TestUploadsListRetryDiscard(t *testing.T) {
 	}
 	syncDone := make(chan error, 1)
 	go func() { syncDone <- syncCmd.Wait() }()
-	t.Cleanup(func() { syncCmd.Process.Kill() })
+	t.Cleanup(func() { _ = syncCmd.Process.Kill() }) // it may have exited
 	for deadline := time.Now().Add(30 * time.Second); !strings.Contains(stderr.String(), "a.bin (retrying"); time.Sleep(50 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatalf("strata sync did not say it waits for a.bin; it said:\n%s", stderr.String())

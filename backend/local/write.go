@@ -160,7 +160,7 @@ func (b *Backend) createTemp(root *os.Root, key, dir string) (*os.File, string, 
 			// 077, for its cache).
 			if err := f.Chmod(b.opt.FileMode); err != nil {
 				f.Close()
-				root.Remove(name)
+				_ = root.Remove(name) // best effort: the chmod error is the one to report
 				return nil, "", mapErr("put", key, err)
 			}
 			return f, name, nil

@@ -53,7 +53,7 @@ func newCutCompleteProxy(t *testing.T, endpoint string, cut int) *cutCompletePro
 		out.URL.Scheme, out.URL.Host = up.Scheme, up.Host
 		resp, err := http.DefaultTransport.RoundTrip(out)
 		if err == nil {
-			io.Copy(io.Discard, resp.Body) // MinIO streams whitespace, then the result
+			_, _ = io.Copy(io.Discard, resp.Body) // MinIO streams whitespace, then the result
 			resp.Body.Close()
 			p.statuses <- resp.StatusCode
 		} else {

@@ -59,7 +59,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 		if err := m.putUpload(j.seq, r); err != nil {
 			for k := range i { // put the entries already moved back
 				if !js[k].journaling {
-					m.putUpload(js[k].seq, js[k].rec)
+					_ = m.putUpload(js[k].seq, js[k].rec)
 				}
 			}
 			return false, err

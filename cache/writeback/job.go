@@ -209,6 +209,8 @@ func (m *Manager) complete(j *Job, r index.UploadRecord, path string, info backe
 
 // putUpload rewrites a journal entry. A failure is logged: the entry keeps
 // its previous state (the staged file stays), which a restart retries.
+// Callers that can carry on without the journal entry ignore the result
+// (`_ =`): the failure is logged here, and a restart finds the older entry.
 func (m *Manager) putUpload(seq uint64, r index.UploadRecord) error {
 	err := m.ix.PutUpload(seq, r)
 	if err != nil {
@@ -254,13 +256,13 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 		j.failed = true
 		j.rec.State, j.rec.LastError = index.UploadFailed, err.Error()
 		j.rec.Attempts++
-		m.putUpload(j.seq, j.rec)
+		_ = m.putUpload(j.seq, j.rec)
 		m.log.Error("writeback: upload failed; the file is kept in the cache for a retry", "key", r.Key, "err", err)
 		j.settle(err)
 	default:
 		j.rec.Attempts++
 		j.rec.LastError = err.Error()
-		m.putUpload(j.seq, j.rec)
+		_ = m.putUpload(j.seq, j.rec)
 		j.tries++
 		pause := min(m.opts.RetryMin<<min(j.tries-1, 20), m.opts.RetryMax)
 		j.notBefore = time.Now().Add(pause)

@@ -278,7 +278,7 @@ func (m *Manager) Journal(ctx context.Context, j *Job) error {
 	r = j.rec
 	m.mu.Unlock()
 	if renamed { // renamed while journaling
-		m.putUpload(seq, r)
+		_ = m.putUpload(seq, r)
 	}
 	kept.remove()
 	m.kick()

@@ -106,7 +106,7 @@ func (m *Manager) Retry(key string) (int, error) {
 				delete(m.jobs, j)
 				m.jobs[nj] = struct{}{}
 				js[i] = nj
-				m.putUpload(nj.seq, r)
+				_ = m.putUpload(nj.seq, r)
 				j = nj
 			}
 			if j.tries > 0 || !j.notBefore.IsZero() {

@@ -2,10 +2,8 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"path/filepath"
 	"strings"
 
@@ -40,9 +38,9 @@ running the mount may refresh it.`,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			res, err := runRefresh(args[0], args[1:])
 			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				enc.Encode(res)
+				if err := printJSON(res); err != nil {
+					return err
+				}
 			} else {
 				for _, r := range res {
 					fmt.Println(describeRefresh(r))
@@ -173,10 +171,10 @@ func describeRefresh(r fs.RefreshResult) string {
 	case "local":
 		return name + ": written here and not uploaded yet; the local copy stays until its upload lands"
 	}
-	switch {
-	case r.Was == "":
+	switch r.Was {
+	case "":
 		return fmt.Sprintf("%s: %s, version %s", name, sizeStr(r.Size), r.Version)
-	case r.Was == r.Version:
+	case r.Version:
 		return fmt.Sprintf("%s: unchanged (%s, version %s)", name, sizeStr(r.Size), r.Version)
 	}
 	return fmt.Sprintf("%s: changed in the bucket: now %s, version %s (was %s); reopen it", name, sizeStr(r.Size), r.Version, r.Was)
