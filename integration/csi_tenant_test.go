@@ -36,7 +36,13 @@ func TestCSINodeCacheTenancy(t *testing.T) {
 	vol := newCSIVolume(t, "node")
 	m := vol.srv.m
 	tier := vol.srv.newBucket(t)
-	p := startCSI(t)
+	// A node-mode cache is shared between tenants, so the driver signs
+	// the shared tier; one without a key refuses tiered volumes.
+	keyFile := filepath.Join(t.TempDir(), "tier.key")
+	if err := os.WriteFile(keyFile, []byte("0123456789abcdef0123456789abcdef"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startCSIIn(t, t.TempDir(), "--shared-cache-key-file", keyFile)
 	kubelet := t.TempDir()
 
 	with := func(kv ...string) map[string]string {
@@ -73,6 +79,14 @@ func TestCSINodeCacheTenancy(t *testing.T) {
 		}
 		return dir
 	}
+
+	unsigned := startCSI(t)
+	target, _ := podTarget(t, kubelet, "pod-unsigned", "data")
+	err := unsigned.publish(publishReq("vol-unsigned", target, with("mountOptions", tiered), vol.secrets))
+	if status.Code(err) != codes.FailedPrecondition || !strings.Contains(err.Error(), "--shared-cache-key-file") {
+		t.Errorf("a tiered node-mode volume on a driver without a tier key: %v, want FailedPrecondition naming --shared-cache-key-file", err)
+	}
+	unsigned.stop()
 
 	first := run("first", vol.attrs, vol.secrets)
 	if got := run("other-ttl", with("metadataTTL", "1h"), vol.secrets); got != first {

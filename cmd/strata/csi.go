@@ -68,6 +68,7 @@ See docs/kubernetes.md.`,
 	f.DurationVar(&opts.HandoffTimeout, "handoff-timeout", opts.HandoffTimeout, "sidecar mode: give up a mount no sidecar took within this time")
 	f.StringVar(&opts.StrataBin, "strata-bin", "", "node mode: the strata binary to run mounts with (default: this one)")
 	f.StringArrayVar(&opts.ExtraMountArgs, "mount-arg", nil, "node mode: a strata mount flag added to every mount (repeatable), e.g. --mount-arg=--max-fetches=128")
+	f.StringVar(&opts.SharedCacheKeyFile, "shared-cache-key-file", "", "node mode: the key (a file on the node, the same on every node) that signs the shared cache tier; node-mode volumes with a shared-cache are refused without it")
 	f.BoolVar(&opts.AllowInlineNodeMode, "allow-inline-node-mode", false, "let inline ephemeral volumes (any pod author) use mode: node, a mount run by this privileged plugin whose cache outlives the pod (default: PersistentVolumes only)")
 	f.StringVar(&logLevel, "log-level", logLevel, "debug, info, warn or error")
 	f.StringVar(&logFormat, "log-format", logFormat, "auto, text or json")

@@ -110,6 +110,10 @@ func wrapShared(ctx context.Context, s *server, origin backend.Backend) (backend
 		tier.MarkDown(checkErr)
 	}
 	l := tier.Layout()
+	if c.KeyFile == "" {
+		s.log.Warn("shared cache entries are not signed: whoever can write the tier bucket can change what this mount reads; " +
+			"set --shared-cache-key-file on every node (CSI node mode requires it)")
+	}
 	s.log.Info("shared cache", "shared_cache", c.URL, "store", store.String(), "blocks_per_object", l.GroupBlocks,
 		"read_only", c.ReadOnly, "timeout", c.Timeout.String(), "signed", key != nil)
 	st := &sharedState{tier: tier, path: filepath.Join(s.cfg.CacheDir, "shared.json"), start: time.Now(), stop: make(chan struct{})}

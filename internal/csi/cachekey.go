@@ -30,7 +30,7 @@ import (
 // cacheKeyFlags are the mount flags that are part of the cache key; the
 // last occurrence wins, as it does for the mount's own flag parser.
 var cacheKeyFlags = []string{"endpoint-url", "profile", "key-file", "no-sign-request", "anonymous",
-	"shared-cache", "shared-cache-endpoint-url", "shared-cache-profile", "block-size"}
+	"shared-cache", "shared-cache-endpoint-url", "shared-cache-profile", "shared-cache-key-file", "block-size"}
 
 // CacheKey names the node-mode cache directory of a volume with these
 // credentials, mounted with the driver's extra mount flags before its own.

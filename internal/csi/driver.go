@@ -39,6 +39,10 @@ type Options struct {
 	// ExtraMountArgs are added to every node-mode mount (e.g. the
 	// --endpoint-url of an in-cluster store).
 	ExtraMountArgs []string
+	// SharedCacheKeyFile signs and verifies the shared cache tier of
+	// node-mode volumes that use one (--shared-cache-key-file, added to
+	// those mounts only); without it such volumes are refused.
+	SharedCacheKeyFile string
 	// AllowInlineNodeMode lets inline ephemeral volumes (written by
 	// whoever may create a pod) ask for node mode: a mount run by the
 	// privileged plugin whose cache outlives the pod. Off by default.

@@ -66,6 +66,9 @@ func targetHash(target string) string {
 
 // publish binds the volume's shared mount (started if needed) on target.
 func (n *nodeShares) publish(ctx context.Context, volumeID, target string, spec Spec, creds Credentials) error {
+	if err := unsignedTier(spec, n.opts.tierKeyArgs(spec)); err != nil {
+		return err
+	}
 	key := spec.ShareKey(creds)
 	defer n.lock(key)()
 	dir := filepath.Join(n.root(), key)
@@ -132,7 +135,7 @@ func (n *nodeShares) ensureMounted(ctx context.Context, dir, mnt string, spec Sp
 			}
 		}
 	}
-	cacheDir := filepath.Join(n.opts.CacheRoot, spec.CacheKey(creds, n.opts.ExtraMountArgs))
+	cacheDir := filepath.Join(n.opts.CacheRoot, spec.CacheKey(creds, n.opts.tierKeyArgs(spec)))
 	if holder := cache.LockHolder(cacheDir); holder != "" {
 		// Another node-mode mount of the same data, identity and tier
 		// with other options (or a rotated secret) is running: this
@@ -147,7 +150,7 @@ func (n *nodeShares) ensureMounted(ctx context.Context, dir, mnt string, spec Sp
 	}
 	args := []string{"mount", spec.Source, mnt, "--cache-dir", cacheDir, "--allow-other",
 		"--log-file", filepath.Join(dir, "strata.log")}
-	args = append(append(args, n.opts.ExtraMountArgs...), spec.Args...)
+	args = append(append(args, n.opts.tierKeyArgs(spec)...), spec.Args...)
 	cmd := exec.CommandContext(ctx, n.opts.StrataBin, args...)
 	cmd.Env = append(os.Environ(), creds.Environ(credDir)...)
 	out, err := cmd.CombinedOutput()
@@ -223,4 +226,32 @@ func (n *nodeShares) stopIfUnused(dir string) {
 	os.RemoveAll(filepath.Join(dir, "creds"))
 	os.Remove(mnt)
 	n.log.Info("csi: shared mount stopped (last user left)", "mountpoint", mnt)
+}
+
+// unsignedTier refuses a node-mode volume that reads through a shared
+// cache tier without --shared-cache-key-file: a node-mode cache is shared
+// by every volume of the same data, so an unsigned tier would let whoever
+// can write the tier bucket choose the bytes other tenants read.
+func unsignedTier(spec Spec, driverArgs []string) error {
+	args := append(append([]string{}, driverArgs...), spec.Args...)
+	if tier, ok := lastFlag(args, "shared-cache"); !ok || tier == "" {
+		return nil
+	}
+	if kf, ok := lastFlag(args, "shared-cache-key-file"); ok && kf != "" && kf != "true" {
+		return nil
+	}
+	return errorf(codes.FailedPrecondition, "csi: %s: a node-mode volume with a shared cache tier needs the driver's "+
+		"--mount-arg=--shared-cache-key-file=FILE (the same key on every node): the node's cache is shared "+
+		"between volumes, and an unsigned tier lets whoever can write the tier bucket choose what they read", spec.Source)
+}
+
+// tierKeyArgs are the driver's mount flags for spec: ExtraMountArgs, and
+// --shared-cache-key-file when the volume reads through a shared tier
+// (the mount refuses the flag without one).
+func (o Options) tierKeyArgs(spec Spec) []string {
+	args := append([]string{}, o.ExtraMountArgs...)
+	if tier, ok := lastFlag(append(append([]string{}, args...), spec.Args...), "shared-cache"); ok && tier != "" && o.SharedCacheKeyFile != "" {
+		args = append(args, "--shared-cache-key-file="+o.SharedCacheKeyFile)
+	}
+	return args
 }
