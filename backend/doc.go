@@ -6,6 +6,8 @@
 //
 // Reads (Backend) are mandatory; writes, copies and deletes are small
 // optional interfaces (Writer, Copier, Deleter) that callers assert.
+// Compose lets a wrapper offer exactly the optional interfaces of what it
+// wraps.
 //
 // The package holds no state and no locks.
 package backend
