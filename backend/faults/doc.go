@@ -13,9 +13,10 @@
 // Every injected error wraps ErrInjected, so a test can tell injected
 // failures from real ones. Counters of injected faults are in Stats.
 //
-// The wrapper implements Checker, Closer, Writer, Copier and Deleter and
-// passes them through; when the inner backend lacks one, the call returns
-// backend.ErrNotSupported (the conformance suite skips those tests).
+// New returns the controller (Update, SetHook, Stats). Its Backend method
+// is what to hand to the layers above: it implements Checker, Writer,
+// Copier and Deleter exactly where the inner backend does (built with
+// backend.Compose), so a read-only inner stays read-only; Closer always.
 // String is the inner backend's: a wrapper changes no cache identity.
 //
 // Lock order: Backend.mu (options and hooks; a snapshot is taken, never

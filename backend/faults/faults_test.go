@@ -41,7 +41,7 @@ func TestConformancePassThrough(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			backendtest.Run(t, backendtest.Harness{
-				New:      func(t *testing.T) backend.Backend { return New(newLocal(t), tc.opt) },
+				New:      func(t *testing.T) backend.Backend { return New(newLocal(t), tc.opt).Backend() },
 				Caps:     backendtest.Caps{LongKeys: true},
 				Parallel: true,
 			})
@@ -50,11 +50,17 @@ func TestConformancePassThrough(t *testing.T) {
 }
 
 func TestConformanceReadOnlyInner(t *testing.T) {
+	var inners sync.Map // the wrapper's Backend() -> its inner *local.Backend
 	backendtest.Run(t, backendtest.Harness{
-		New: func(t *testing.T) backend.Backend { return New(readOnly{newLocal(t)}, DefaultOptions()) },
+		New: func(t *testing.T) backend.Backend {
+			l := newLocal(t)
+			b := New(readOnly{l}, DefaultOptions()).Backend()
+			inners.Store(b, l)
+			return b
+		},
 		Seed: func(t *testing.T, b backend.Backend, key string, data []byte) {
-			inner := b.(*Backend).Inner().(readOnly).Backend.(*local.Backend)
-			if _, err := inner.Put(context.Background(), key, bytes.NewReader(data), int64(len(data)), backend.PutOptions{}); err != nil {
+			inner, _ := inners.Load(b)
+			if _, err := inner.(*local.Backend).Put(context.Background(), key, bytes.NewReader(data), int64(len(data)), backend.PutOptions{}); err != nil {
 				t.Fatal(err)
 			}
 		},
@@ -64,20 +70,31 @@ func TestConformanceReadOnlyInner(t *testing.T) {
 	})
 }
 
-func TestNotSupported(t *testing.T) {
-	b := New(readOnly{newLocal(t)}, DefaultOptions())
-	ctx := context.Background()
-	if _, err := b.Put(ctx, "k", strings.NewReader("x"), 1, backend.PutOptions{}); !errors.Is(err, backend.ErrNotSupported) {
-		t.Errorf("Put: %v", err)
-	}
-	if _, err := b.Copy(ctx, "a", "", "b"); !errors.Is(err, backend.ErrNotSupported) {
-		t.Errorf("Copy: %v", err)
-	}
-	if err := b.Delete(ctx, "k"); !errors.Is(err, backend.ErrNotSupported) {
-		t.Errorf("Delete: %v", err)
-	}
-	if err := b.Check(ctx); err != nil {
-		t.Errorf("Check without an inner Checker: %v", err)
+// The wrapper claims no optional interface its inner backend lacks, and
+// keeps every one it has.
+func TestOptionalInterfacesFollowInner(t *testing.T) {
+	l := newLocal(t)
+	for _, tc := range []struct {
+		name  string
+		inner backend.Backend
+		want  bool
+	}{
+		{"read only", readOnly{l}, false},
+		{"local", l, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := New(tc.inner, DefaultOptions()).Backend()
+			_, c := b.(backend.Checker)
+			_, w := b.(backend.Writer)
+			_, cp := b.(backend.Copier)
+			_, d := b.(backend.Deleter)
+			if c != tc.want || w != tc.want || cp != tc.want || d != tc.want {
+				t.Errorf("checker=%v writer=%v copier=%v deleter=%v, want all %v", c, w, cp, d, tc.want)
+			}
+			if _, ok := b.(backend.Closer); !ok {
+				t.Error("not a Closer")
+			}
+		})
 	}
 }
 
@@ -163,7 +180,7 @@ func TestFailures(t *testing.T) {
 	if !errors.Is(err, backend.ErrUnavailable) || !errors.Is(err, ErrInjected) {
 		t.Fatalf("Stat: %v, want an injected ErrUnavailable", err)
 	}
-	if _, err := b.Put(ctx, "new", strings.NewReader("x"), 1, backend.PutOptions{}); !errors.Is(err, ErrInjected) {
+	if _, err := b.Backend().(backend.Writer).Put(ctx, "new", strings.NewReader("x"), 1, backend.PutOptions{}); !errors.Is(err, ErrInjected) {
 		t.Fatalf("Put: %v", err)
 	}
 	if _, err := inner.Stat(ctx, "new"); !errors.Is(err, backend.ErrNotExist) {

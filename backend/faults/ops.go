@@ -2,19 +2,30 @@ package faults
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/stratafs/strata/backend"
 )
 
-var (
-	_ backend.Backend = (*Backend)(nil)
-	_ backend.Checker = (*Backend)(nil)
-	_ backend.Closer  = (*Backend)(nil)
-	_ backend.Writer  = (*Backend)(nil)
-	_ backend.Copier  = (*Backend)(nil)
-	_ backend.Deleter = (*Backend)(nil)
+var _ backend.Base = (*Backend)(nil)
+
+// Backend returns the wrapper as the backend to hand to the layers above:
+// it implements Checker, Writer, Copier and Deleter exactly where the
+// inner backend does, each behind the faults of its Op. *Backend itself
+// is only the read side and Close.
+func (b *Backend) Backend() backend.Backend {
+	return backend.Compose(b, b.inner, backend.Optional{
+		Checker: checker{b}, Writer: writer{b}, Copier: copier{b}, Deleter: deleter{b},
+	})
+}
+
+// The optional interfaces, offered through Backend() only where the inner
+// backend has them (so their type assertions below cannot fail).
+type (
+	checker struct{ b *Backend }
+	writer  struct{ b *Backend }
+	copier  struct{ b *Backend }
+	deleter struct{ b *Backend }
 )
 
 // String is the inner backend's name.
@@ -79,15 +90,12 @@ func (r *faultyBody) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// Check passes through to the inner Checker (nil if there is none).
-func (b *Backend) Check(ctx context.Context) error {
-	if _, err := b.before(ctx, Call{Op: OpCheck}); err != nil {
+// Check is the inner Check behind the faults of OpCheck.
+func (c checker) Check(ctx context.Context) error {
+	if _, err := c.b.before(ctx, Call{Op: OpCheck}); err != nil {
 		return err
 	}
-	if c, ok := b.inner.(backend.Checker); ok {
-		return c.Check(ctx)
-	}
-	return nil
+	return c.b.inner.(backend.Checker).Check(ctx)
 }
 
 // Close passes through to the inner Closer.
@@ -98,43 +106,27 @@ func (b *Backend) Close() error {
 	return nil
 }
 
-// Put passes through to the inner Writer; an injected failure happens
-// before anything is written.
-func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
-	w, ok := b.inner.(backend.Writer)
-	if !ok {
-		return backend.ObjectInfo{}, notSupported("put", b.inner)
-	}
-	if _, err := b.before(ctx, Call{Op: OpPut, Key: key, Version: opt.IfVersion, N: size}); err != nil {
+// Put is the inner Put behind the faults of OpPut; an injected failure
+// happens before anything is written.
+func (w writer) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
+	if _, err := w.b.before(ctx, Call{Op: OpPut, Key: key, Version: opt.IfVersion, N: size}); err != nil {
 		return backend.ObjectInfo{}, err
 	}
-	return w.Put(ctx, key, r, size, opt)
+	return w.b.inner.(backend.Writer).Put(ctx, key, r, size, opt)
 }
 
-// Copy passes through to the inner Copier.
-func (b *Backend) Copy(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
-	c, ok := b.inner.(backend.Copier)
-	if !ok {
-		return backend.ObjectInfo{}, notSupported("copy", b.inner)
-	}
-	if _, err := b.before(ctx, Call{Op: OpCopy, Key: src, Dst: dst, Version: srcVersion}); err != nil {
+// Copy is the inner Copy behind the faults of OpCopy.
+func (c copier) Copy(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
+	if _, err := c.b.before(ctx, Call{Op: OpCopy, Key: src, Dst: dst, Version: srcVersion}); err != nil {
 		return backend.ObjectInfo{}, err
 	}
-	return c.Copy(ctx, src, srcVersion, dst)
+	return c.b.inner.(backend.Copier).Copy(ctx, src, srcVersion, dst)
 }
 
-// Delete passes through to the inner Deleter.
-func (b *Backend) Delete(ctx context.Context, key string) error {
-	d, ok := b.inner.(backend.Deleter)
-	if !ok {
-		return notSupported("delete", b.inner)
-	}
-	if _, err := b.before(ctx, Call{Op: OpDelete, Key: key}); err != nil {
+// Delete is the inner Delete behind the faults of OpDelete.
+func (d deleter) Delete(ctx context.Context, key string) error {
+	if _, err := d.b.before(ctx, Call{Op: OpDelete, Key: key}); err != nil {
 		return err
 	}
-	return d.Delete(ctx, key)
-}
-
-func notSupported(op string, inner backend.Backend) error {
-	return fmt.Errorf("faults: %s: %s: %w", op, inner, backend.ErrNotSupported)
+	return d.b.inner.(backend.Deleter).Delete(ctx, key)
 }

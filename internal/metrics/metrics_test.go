@@ -107,7 +107,7 @@ func TestBackendRequests(t *testing.T) {
 		}
 		return faults.Fault{}
 	})
-	be := m.WrapBackend(fb)
+	be := m.WrapBackend(fb.Backend())
 	if be.String() != fb.String() {
 		t.Fatalf("String() = %q, want the wrapped %q (it is the cache identity)", be.String(), fb.String())
 	}
