@@ -77,23 +77,20 @@ func (b *backendMetrics) done(op string, start time.Time, err error) {
 	b.latency.WithLabelValues(op, st).Observe(time.Since(start).Seconds())
 }
 
-// instrumented wraps a backend: Backend, Checker (nil when the wrapped
-// one has none) and Closer. The optional write interfaces are added by
-// WrapBackend only where the wrapped backend has them, so type assertions
-// on the result answer as they would on the backend itself.
+// instrumented wraps a backend: the read side and Close. WrapBackend adds
+// Checker, Writer, Deleter and Copier only where the wrapped backend has
+// them (backend.Compose), so type assertions on the result answer as they
+// would on the backend itself.
 type instrumented struct {
 	inner backend.Backend
 	m     *backendMetrics
 }
 
-var (
-	_ backend.Backend = (*instrumented)(nil)
-	_ backend.Checker = (*instrumented)(nil)
-	_ backend.Closer  = (*instrumented)(nil)
-)
+var _ backend.Base = (*instrumented)(nil)
 
-// Method sets of the optional interfaces, embedded as needed.
+// Method sets of the optional interfaces, added as the wrapped backend has them.
 type (
+	checkerPart struct{ b *instrumented }
 	writerPart  struct{ b *instrumented }
 	deleterPart struct{ b *instrumented }
 	copierPart  struct{ b *instrumented }
@@ -103,57 +100,10 @@ type (
 // is be's, so the cache identity of the source does not change.
 func (m *Metrics) WrapBackend(be backend.Backend) backend.Backend {
 	b := &instrumented{inner: be, m: m.backend}
-	_, w := be.(backend.Writer)
-	_, d := be.(backend.Deleter)
-	_, c := be.(backend.Copier)
-	wp, dp, cp := writerPart{b}, deleterPart{b}, copierPart{b}
-	switch {
-	case w && d && c:
-		return struct {
-			*instrumented
-			writerPart
-			deleterPart
-			copierPart
-		}{b, wp, dp, cp}
-	case w && d:
-		return struct {
-			*instrumented
-			writerPart
-			deleterPart
-		}{b, wp, dp}
-	case w && c:
-		return struct {
-			*instrumented
-			writerPart
-			copierPart
-		}{b, wp, cp}
-	case d && c:
-		return struct {
-			*instrumented
-			deleterPart
-			copierPart
-		}{b, dp, cp}
-	case w:
-		return struct {
-			*instrumented
-			writerPart
-		}{b, wp}
-	case d:
-		return struct {
-			*instrumented
-			deleterPart
-		}{b, dp}
-	case c:
-		return struct {
-			*instrumented
-			copierPart
-		}{b, cp}
-	}
-	return b
+	return backend.Compose(b, be, backend.Optional{
+		Checker: checkerPart{b}, Writer: writerPart{b}, Deleter: deleterPart{b}, Copier: copierPart{b},
+	})
 }
-
-// Unwrap returns the wrapped backend.
-func (b *instrumented) Unwrap() backend.Backend { return b.inner }
 
 func (b *instrumented) String() string { return b.inner.String() }
 
@@ -204,11 +154,9 @@ func (c *countingBody) Read(p []byte) (int, error) {
 
 func (c *countingBody) Close() error { return c.rc.Close() }
 
-func (b *instrumented) Check(ctx context.Context) error {
-	c, ok := b.inner.(backend.Checker)
-	if !ok {
-		return nil
-	}
+func (p checkerPart) Check(ctx context.Context) error {
+	b := p.b
+	c := b.inner.(backend.Checker)
 	start := time.Now()
 	err := c.Check(ctx)
 	b.m.done("check", start, err)
