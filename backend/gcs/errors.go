@@ -66,17 +66,7 @@ func classify(err error) error {
 		return backend.ErrUnavailable
 	}
 	if code := httpCode(err); code != 0 {
-		switch {
-		case code == http.StatusNotFound:
-			return backend.ErrNotExist
-		case code == http.StatusUnauthorized || code == http.StatusForbidden:
-			return backend.ErrAccessDenied
-		case code == http.StatusPreconditionFailed:
-			return backend.ErrPreconditionFailed
-		case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
-			return backend.ErrUnavailable
-		}
-		return nil
+		return backend.FromHTTPStatus(code)
 	}
 	if code := authCode(err); code != 0 {
 		if code >= 500 {

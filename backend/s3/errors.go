@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -48,17 +47,7 @@ func classify(err error) error {
 		}
 	}
 	if status := httpStatus(err); status != 0 {
-		switch {
-		case status == http.StatusNotFound:
-			return backend.ErrNotExist
-		case status == http.StatusForbidden || status == http.StatusUnauthorized:
-			return backend.ErrAccessDenied
-		case status == http.StatusPreconditionFailed:
-			return backend.ErrPreconditionFailed
-		case status == http.StatusTooManyRequests || status >= 500:
-			return backend.ErrUnavailable
-		}
-		return nil
+		return backend.FromHTTPStatus(status)
 	}
 	// No response: the caller's cancellation is its own; anything else
 	// (refused, reset, DNS, TLS, timeouts) means the server is out of reach.

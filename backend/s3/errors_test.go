@@ -54,6 +54,7 @@ func TestClassify(t *testing.T) {
 		{"InternalError", httpErr(500, "InternalError"), backend.ErrUnavailable},
 		{"502 without body", httpErr(502, ""), backend.ErrUnavailable},
 		{"429", httpErr(429, ""), backend.ErrUnavailable},
+		{"408 without body", httpErr(408, ""), backend.ErrUnavailable},
 		{"retries exhausted on 503", &retry.MaxAttemptsError{Attempt: 10, Err: httpErr(503, "SlowDown")}, backend.ErrUnavailable},
 		{"connection refused", &retry.MaxAttemptsError{Attempt: 10, Err: &smithyhttp.RequestSendError{Err: netErr}}, backend.ErrUnavailable},
 		{"bare net error", netErr, backend.ErrUnavailable},
