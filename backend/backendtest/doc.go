@@ -13,8 +13,8 @@
 //
 // The suite covers Stat, List (order, paging, recursion, odd keys), ReadRange
 // (ranges, pinned versions, short bodies, concurrency) and Writer, Copier
-// and Deleter; a backend declared ReadOnly is checked to refuse all three
-// with ErrNotSupported instead. Nothing is skipped: optional behaviours a
+// and Deleter; a backend declared ReadOnly is checked to lack all three or
+// refuse them with ErrNotSupported instead. Nothing is skipped: optional behaviours a
 // backend does not declare are simply not run. Errors are matched with
 // errors.Is against the backend package's sentinels only.
 //

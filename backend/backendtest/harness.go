@@ -46,10 +46,10 @@ type Harness struct {
 	PartSize int64
 	// Parallel runs the leaf subtests in parallel.
 	Parallel bool
-	// ReadOnly declares a backend that refuses Put, Copy and Delete with
-	// backend.ErrNotSupported (a wrapper around a read-only backend): the
-	// suite checks exactly that instead of the write subtests. A backend
-	// not declared ReadOnly that answers ErrNotSupported fails.
+	// ReadOnly declares a backend that does not implement Writer, Copier
+	// and Deleter, or refuses them with backend.ErrNotSupported: the suite
+	// checks exactly that instead of the write subtests. A backend not
+	// declared ReadOnly that answers ErrNotSupported fails.
 	ReadOnly bool
 }
 
@@ -88,8 +88,8 @@ func runIf(t *testing.T, declared bool, name string, fn func(*testing.T)) {
 	}
 }
 
-// testReadOnly: every write is refused with ErrNotSupported and leaves the
-// seeded object as it was.
+// testReadOnly: every write the backend offers at all is refused with
+// ErrNotSupported and leaves the seeded object as it was.
 func testReadOnly(t *testing.T, h Harness) {
 	b := h.leaf(t)
 	data := payload(100, 9)
