@@ -132,7 +132,9 @@ func (b *Backend) Check(ctx context.Context) error {
 		}
 		source = "credentials from " + c.Source
 	}
-	_, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b.bucket, MaxKeys: aws.Int32(1)}, b.metaTimeout())
+	_, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
+		Bucket: &b.bucket, MaxKeys: aws.Int32(1), EncodingType: types.EncodingTypeUrl, // the first key may be \x01
+	}, b.metaTimeout())
 	if err == nil {
 		return nil
 	}

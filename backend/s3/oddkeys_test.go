@@ -16,7 +16,8 @@ import (
 // character the URL encoding changes: StartAfter goes out raw (the SDK
 // escapes the query) while the answer comes back encoded, so a mistake on
 // either side skips or repeats keys. The conformance suite's ControlKeys
-// covers continuation tokens; this covers our own start-after tokens.
+// covers continuation tokens; this covers our own start-after tokens, and
+// Check, which lists the bucket's first key.
 func TestMinIOStartAfterOddKeys(t *testing.T) {
 	m := startMinIO(t)
 	b := newMinIOBackend(t, m, minioOptions(m))
@@ -30,6 +31,9 @@ func TestMinIOStartAfterOddKeys(t *testing.T) {
 		if _, err := b.Put(ctx, k, strings.NewReader(k), int64(len(k)), backend.PutOptions{}); err != nil {
 			t.Fatalf("Put(%q): %v", k, err)
 		}
+	}
+	if err := b.Check(ctx); err != nil { // lists the first key, "odd/\x01ctl"
+		t.Fatalf("Check of a bucket whose first key is odd/\x01ctl: %v", err)
 	}
 	for i, k := range keys {
 		page, err := b.List(ctx, "odd/", backend.ListOptions{Recursive: true, Token: startAfterToken + k})
