@@ -280,3 +280,42 @@ func TestHugeSparseFileRefused(t *testing.T) {
 		t.Fatalf("small after the huge files: %q %v (the mount died?)", b, err)
 	}
 }
+
+// TestOddKeysS3: on S3, keys holding characters XML 1.0 cannot carry (a
+// control character such as \x01) are listed URL-encoded and decoded, so
+// the directory holding them lists and reads like any other; it used to
+// fail whole with EIO (the listing's XML could not be parsed).
+func TestOddKeysS3(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	files := map[string][]byte{
+		"odd/\x01ctl":        []byte("control"),
+		"odd/new\nline":      []byte("newline"),
+		"odd/percent%41":     []byte("percent"),
+		"odd/plus+space x":   []byte("plus and space"),
+		"odd/\x02dir/child":  []byte("in an odd directory"),
+		"odd/sp ace/child":   []byte("in a spaced directory"),
+		"odd/unit\x1fsep.md": []byte("unit separator"),
+	}
+	put(t, srv.writer(t, bucket), files)
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	es, err := os.ReadDir(filepath.Join(m.dir, "odd"))
+	if err != nil {
+		t.Fatalf("readdir odd: %v", err)
+	}
+	var names []string
+	for _, e := range es {
+		names = append(names, e.Name())
+	}
+	want := []string{"\x01ctl", "\x02dir", "new\nline", "percent%41", "plus+space x", "sp ace", "unit\x1fsep.md"}
+	if fmt.Sprint(names) != fmt.Sprint(want) {
+		t.Errorf("readdir odd = %q, want %q", names, want)
+	}
+	for k, data := range files {
+		b, err := os.ReadFile(filepath.Join(m.dir, k))
+		if err != nil || string(b) != string(data) {
+			t.Errorf("read %q: %q, %v; want %q", k, b, err, data)
+		}
+	}
+}

@@ -22,6 +22,10 @@ type Caps struct {
 	// NonPathKeys: keys that are not valid local paths: empty segments
 	// ("a//b"), "." and ".." segments, a single segment of 1000 bytes.
 	NonPathKeys bool
+	// ControlKeys: keys holding characters XML 1.0 cannot carry (control
+	// characters such as \x01 and \x1f) and ones a URL encoding must
+	// round-trip ('%', '+', tab, newline), in object names and in prefixes.
+	ControlKeys bool
 	// FolderObjects: a "dir/" placeholder object can be written, is listed
 	// as an object of its own prefix and as a prefix of its parent.
 	FolderObjects bool

@@ -73,6 +73,27 @@ func testOddKeys(t *testing.T, h Harness) {
 			"raw/" + strings.Repeat("s", 996),
 		})
 	})
+	runIf(t, h.Caps.ControlKeys, "ControlKeys", func(t *testing.T) {
+		b := h.leaf(t)
+		checkKeys(t, h, b, controlKeys)
+	})
+}
+
+// controlKeys hold characters an XML listing cannot carry, and characters
+// that only survive a URL-encoded listing if decoded exactly.
+var controlKeys = []string{
+	"odd/\x01ctl",
+	"odd/unit\x1fsep",
+	"odd/tab\there",
+	"odd/new\nline",
+	"odd/cr\rreturn",
+	"odd/percent%41",
+	"odd/plus+space x",
+	"odd/\x02dir/child",
+	"odd/sp ace dir/child",
+	"odd/pct%2Fdir/child",
+	"odd/plain",
+	"odd\x03top",
 }
 
 // checkKeys seeds keys, then checks that each one stats, reads back and

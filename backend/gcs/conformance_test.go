@@ -33,6 +33,7 @@ func TestConformance(t *testing.T) {
 		Caps: backendtest.Caps{
 			LongKeys:      true, // names up to 1024 bytes
 			NonPathKeys:   true, // any UTF-8 name but "." and ".."
+			ControlKeys:   true,
 			FolderObjects: true,
 			KeyAndPrefix:  true,
 		},

@@ -52,6 +52,14 @@
 // told the truth. MinIO also cannot hold a key and a prefix of the same name
 // in a listing: with objects "k" and "k/child", "k/" is never listed.
 //
+// Listings (Check's included) ask for EncodingType url, since XML 1.0
+// cannot carry a key holding a control character such as \x01 and one
+// such key would make the whole page undecodable. Keys and common prefixes
+// are then decoded with url.QueryUnescape (S3 and MinIO both send a space
+// as '+' and a '+' as "%2B"), only when the answer says it is encoded: a
+// server that ignores the parameter sends raw keys. StartAfter and Prefix
+// go out raw.
+//
 // # Writes and conditional requests
 //
 // Put uses one PutObject up to MultipartThreshold (64 MiB; or up to

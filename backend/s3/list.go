@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 
 	"github.com/stratafs/strata/backend"
 )
@@ -31,6 +33,10 @@ func (b *Backend) List(ctx context.Context, prefix string, opt backend.ListOptio
 	if prefix != "" {
 		in.Prefix = &prefix
 	}
+	// Keys are sent URL-encoded: XML 1.0 cannot carry control characters
+	// such as \x01, and a key holding one would otherwise make the whole
+	// page undecodable.
+	in.EncodingType = types.EncodingTypeUrl
 	if !opt.Recursive {
 		in.Delimiter = aws.String("/")
 	}
@@ -45,26 +51,44 @@ func (b *Backend) List(ctx context.Context, prefix string, opt backend.ListOptio
 	if err != nil {
 		return backend.ListPage{}, mapErr("list", prefix, err)
 	}
+	// Decode only what the server says it encoded: a server that ignores
+	// EncodingType sends raw keys, and decoding those would turn a key
+	// "a%41" into "aA".
+	decode := func(s *string) (string, error) { return aws.ToString(s), nil }
+	if out.EncodingType == types.EncodingTypeUrl {
+		decode = decodeKey
+	}
 	page := backend.ListPage{
 		Objects:  make([]backend.ObjectInfo, 0, len(out.Contents)),
 		Prefixes: make([]string, 0, len(out.CommonPrefixes)),
 	}
+	last := "" // the greatest key or prefix of the page, filtered or not
 	for _, o := range out.Contents {
-		if resumed && aws.ToString(o.Key) <= startAfter {
+		key, err := decode(o.Key)
+		if err != nil {
+			return backend.ListPage{}, fmt.Errorf("s3: list %s: %w", prefix, err)
+		}
+		last = max(last, key)
+		if resumed && key <= startAfter {
 			continue
 		}
 		page.Objects = append(page.Objects, backend.ObjectInfo{
-			Key:     aws.ToString(o.Key),
+			Key:     key,
 			Size:    aws.ToInt64(o.Size),
 			MTime:   aws.ToTime(o.LastModified),
 			Version: trimETag(o.ETag),
 		})
 	}
-	for _, p := range out.CommonPrefixes {
-		if resumed && aws.ToString(p.Prefix) <= startAfter {
+	for _, cp := range out.CommonPrefixes {
+		p, err := decode(cp.Prefix)
+		if err != nil {
+			return backend.ListPage{}, fmt.Errorf("s3: list %s: %w", prefix, err)
+		}
+		last = max(last, p)
+		if resumed && p <= startAfter {
 			continue // a prefix holding the start-after key comes back
 		}
-		page.Prefixes = append(page.Prefixes, aws.ToString(p.Prefix))
+		page.Prefixes = append(page.Prefixes, p)
 	}
 	switch {
 	case aws.ToBool(out.IsTruncated):
@@ -72,23 +96,26 @@ func (b *Backend) List(ctx context.Context, prefix string, opt backend.ListOptio
 		if page.Next == "" {
 			return backend.ListPage{}, fmt.Errorf("s3: list %s: truncated page without a continuation token", prefix)
 		}
-	case len(out.Contents)+len(out.CommonPrefixes) >= limit:
+	case len(out.Contents)+len(out.CommonPrefixes) >= limit && last != "":
 		// A full page that claims to be the last: some servers get this
 		// wrong (MinIO, when a folder object equal to the prefix fills the
 		// page, drops the rest). Ask once more after the last entry; the
 		// cost is one empty page when the claim was true.
-		last := ""
-		if n := len(out.Contents); n > 0 {
-			last = aws.ToString(out.Contents[n-1].Key)
-		}
-		if n := len(out.CommonPrefixes); n > 0 {
-			last = max(last, aws.ToString(out.CommonPrefixes[n-1].Prefix))
-		}
-		if last != "" {
-			page.Next = startAfterToken + last
-		}
+		page.Next = startAfterToken + last
 	}
 	return page, nil
+}
+
+// decodeKey decodes a key or prefix of a listing sent with EncodingType
+// url. S3 and MinIO encode as url.QueryEscape does, but for '/' (and, in
+// MinIO, '*'), so a space comes as '+' and a '+' as "%2B": QueryUnescape is
+// the inverse.
+func decodeKey(s *string) (string, error) {
+	k, err := url.QueryUnescape(aws.ToString(s))
+	if err != nil {
+		return "", fmt.Errorf("url-encoded key %q: %w", aws.ToString(s), err)
+	}
+	return k, nil
 }
 
 // Check verifies, with one ListObjectsV2 of one key, that the bucket
@@ -105,7 +132,9 @@ func (b *Backend) Check(ctx context.Context) error {
 		}
 		source = "credentials from " + c.Source
 	}
-	_, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{Bucket: &b.bucket, MaxKeys: aws.Int32(1)}, b.metaTimeout())
+	_, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
+		Bucket: &b.bucket, MaxKeys: aws.Int32(1), EncodingType: types.EncodingTypeUrl, // the first key may be \x01
+	}, b.metaTimeout())
 	if err == nil {
 		return nil
 	}

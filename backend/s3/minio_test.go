@@ -54,6 +54,7 @@ func TestConformanceMinIO(t *testing.T) {
 		New: func(t *testing.T) backend.Backend { return newMinIOBackend(t, m, minioOptions(m)) },
 		Caps: backendtest.Caps{
 			LongKeys:      true,
+			ControlKeys:   true,
 			FolderObjects: true,
 			// MinIO stores "k" as a directory k/ holding xl.meta: an
 			// object "k/child" is then hidden from listings.
