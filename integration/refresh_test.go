@@ -55,7 +55,7 @@ func TestRefreshAfterChangeUnderIndefiniteTTL(t *testing.T) {
 
 	// Another user may read the files (--allow-other), not refresh them.
 	reachable(t, m)
-	if out, err := runAs(t, binPath(t), "refresh", m.dir, "data/x.bin"); err == nil || !strings.Contains(out, "only root") {
+	if out, err := runAs(t, binaryForOthers(t), "refresh", m.dir, "data/x.bin"); err == nil || !strings.Contains(out, "only root") {
 		t.Fatalf("strata refresh by another user: %v\n%s", err, out)
 	}
 

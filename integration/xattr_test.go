@@ -110,6 +110,30 @@ func runAs(t *testing.T, name string, args ...string) (string, error) {
 	return string(out), err
 }
 
+// binaryForOthers is a copy of the strata binary that uid nobody can run:
+// the checkout may sit in a directory only root can enter (a fresh clone
+// under mktemp -d is 0700), and os.MkdirTemp makes its directories 0700.
+func binaryForOthers(t *testing.T) string {
+	t.Helper()
+	dir, err := os.MkdirTemp("", "strata-bin-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(dir) }) // best effort: a temp dir
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(binPath(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dir, "strata")
+	if err := os.WriteFile(p, b, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
 // reachable lets other users walk to m's mountpoint (t.TempDir makes
 // its directories 0700).
 func reachable(t *testing.T, m *mount) {
@@ -130,7 +154,7 @@ func TestSyncXattrRefusedToOtherUsers(t *testing.T) {
 	srv := &localSource{t.TempDir()}
 	bucket := srv.newBucket(t)
 	put(t, srv.writer(t, bucket), map[string][]byte{"d/a.txt": []byte("for everyone\n")})
-	strata := binPath(t)
+	strata := binaryForOthers(t)
 
 	m := startMount(t, srv, srv.source(bucket, ""), "", "--allow-other")
 	reachable(t, m)
