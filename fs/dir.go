@@ -43,7 +43,7 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {
 	defer func(start time.Time) { d.fsys.observe("lookup", start, errno) }(time.Now())
 	d.fsys.stats.Lookups.Add(1)
-	e, err := d.fsys.meta.Lookup(ctx, d.key.get(), name)
+	e, err := d.fsys.meta.Lookup(uninterrupted(ctx), d.key.get(), name)
 	if err != nil {
 		if !errors.Is(err, backend.ErrNotExist) {
 			d.fsys.log.Warn("fs: lookup failed", "dir", d.key.get(), "name", name, "err", err)
@@ -81,7 +81,7 @@ func (d *dirNode) child(ctx context.Context, e meta.Entry, out *fuse.EntryOut) *
 
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	defer d.fsys.observe("opendir", time.Now(), 0)
-	return &dirHandle{d: d, r: d.fsys.meta.OpenDir(ctx, d.key.get())}, 0, 0
+	return &dirHandle{d: d, r: d.fsys.meta.OpenDir(uninterrupted(ctx), d.key.get())}, 0, 0
 }
 
 func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
@@ -110,7 +110,7 @@ var (
 )
 
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	e, ok, err := h.r.Next(ctx)
+	e, ok, err := h.r.Next(uninterrupted(ctx))
 	if err != nil {
 		h.d.fsys.log.Warn("fs: readdir failed", "dir", h.d.key.get(), "err", err)
 		h.d.fsys.observe("readdir", time.Now(), toErrno(err))
@@ -145,7 +145,7 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	h.r.Rewind()
 	h.pos = 0
 	for h.pos < off {
-		if _, ok, err := h.r.Next(ctx); err != nil {
+		if _, ok, err := h.r.Next(uninterrupted(ctx)); err != nil {
 			return toErrno(err)
 		} else if !ok {
 			break

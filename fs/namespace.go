@@ -180,11 +180,11 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if !ok || flags&renameExchange != 0 {
 		return syscall.EINVAL
 	}
-	src, err := f.meta.Lookup(ctx, d.key.get(), name)
+	src, err := f.meta.Lookup(uninterrupted(ctx), d.key.get(), name)
 	if err != nil {
 		return toErrno(err)
 	}
-	dst, derr := f.meta.Lookup(ctx, nd.key.get(), newName)
+	dst, derr := f.meta.Lookup(uninterrupted(ctx), nd.key.get(), newName)
 	exists := derr == nil
 	if derr != nil && !errors.Is(derr, backend.ErrNotExist) {
 		return toErrno(derr)

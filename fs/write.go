@@ -158,7 +158,7 @@ func (n *fileNode) newSession(ctx context.Context, trunc bool) (*writeback.Stagi
 func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
 	key := n.key.get()
 	dir, name := meta.Parent(key)
-	e, err := n.fsys.meta.Lookup(ctx, dir, name)
+	e, err := n.fsys.meta.Lookup(uninterrupted(ctx), dir, name)
 	if err != nil {
 		return meta.Entry{}, err
 	}
