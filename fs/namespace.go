@@ -73,6 +73,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 }
 
 func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
+	ctx = uninterrupted(ctx) // the bucket must not be left half-changed by a signal
 	f := d.fsys
 	defer func(start time.Time) { f.observe("unlink", start, errno) }(time.Now())
 	if f.wb == nil {
@@ -115,6 +116,7 @@ func (f *FS) deleteObject(ctx context.Context, key string) error {
 }
 
 func (d *dirNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) {
+	ctx = uninterrupted(ctx) // the bucket must not be left half-changed by a signal
 	f := d.fsys
 	defer func(start time.Time) { f.observe("rmdir", start, errno) }(time.Now())
 	if f.wb == nil {
@@ -171,6 +173,7 @@ const (
 )
 
 func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeEmbedder, newName string, flags uint32) (errno syscall.Errno) {
+	ctx = uninterrupted(ctx) // the bucket must not be left half-changed by a signal
 	f := d.fsys
 	defer func(start time.Time) { f.observe("rename", start, errno) }(time.Now())
 	if f.wb == nil {
@@ -180,11 +183,11 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if !ok || flags&renameExchange != 0 {
 		return syscall.EINVAL
 	}
-	src, err := f.meta.Lookup(uninterrupted(ctx), d.key.get(), name)
+	src, err := f.meta.Lookup(ctx, d.key.get(), name)
 	if err != nil {
 		return toErrno(err)
 	}
-	dst, derr := f.meta.Lookup(uninterrupted(ctx), nd.key.get(), newName)
+	dst, derr := f.meta.Lookup(ctx, nd.key.get(), newName)
 	exists := derr == nil
 	if derr != nil && !errors.Is(derr, backend.ErrNotExist) {
 		return toErrno(derr)
