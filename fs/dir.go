@@ -81,7 +81,8 @@ func (d *dirNode) child(ctx context.Context, e meta.Entry, out *fuse.EntryOut) *
 
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {
 	defer d.fsys.observe("opendir", time.Now(), 0)
-	return &dirHandle{d: d, r: d.fsys.meta.OpenDir(uninterrupted(ctx), d.key.get())}, 0, 0
+	lctx := uninterrupted(ctx)
+	return &dirHandle{d: d, r: d.fsys.meta.OpenDir(lctx, d.key.get()), ctx: lctx}, 0, 0
 }
 
 func (d *dirNode) Statfs(ctx context.Context, out *fuse.StatfsOut) syscall.Errno {
@@ -101,6 +102,10 @@ type dirHandle struct {
 	d   *dirNode
 	r   *meta.Reader
 	pos uint64 // entries returned so far
+	// ctx lists the directory for the handle's lifetime: made once at
+	// opendir (not per entry: Readdirent runs once per entry), free of
+	// the request's interrupts (see uninterrupted).
+	ctx context.Context
 }
 
 var (
@@ -110,7 +115,7 @@ var (
 )
 
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
-	e, ok, err := h.r.Next(uninterrupted(ctx))
+	e, ok, err := h.r.Next(h.ctx)
 	if err != nil {
 		h.d.fsys.log.Warn("fs: readdir failed", "dir", h.d.key.get(), "err", err)
 		h.d.fsys.observe("readdir", time.Now(), toErrno(err))
@@ -145,7 +150,7 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	h.r.Rewind()
 	h.pos = 0
 	for h.pos < off {
-		if _, ok, err := h.r.Next(uninterrupted(ctx)); err != nil {
+		if _, ok, err := h.r.Next(h.ctx); err != nil {
 			return toErrno(err)
 		} else if !ok {
 			break

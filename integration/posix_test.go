@@ -9,12 +9,10 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"github.com/hanwen/go-fuse/v2/posixtest"
@@ -361,27 +359,9 @@ func TestCloseNotInterruptedBySignals(t *testing.T) {
 	}
 }
 
-// closeUnderSignals closes f on a locked thread that gets a SIGURG every
-// millisecond while close waits for the upload.
+// closeUnderSignals closes f on a locked thread that gets SIGURGs while
+// close waits for the upload.
 func closeUnderSignals(f *os.File) error {
-	runtime.LockOSThread()
-	defer runtime.UnlockOSThread()
-	pid, tid := os.Getpid(), unix.Gettid()
-	stop := make(chan struct{})
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(time.Millisecond):
-				_ = unix.Tgkill(pid, tid, unix.SIGURG) // the thread lives until close returns
-			}
-		}
-	}()
-	err := f.Close()
-	close(stop)
-	<-done
+	_, err := underSignals(func() (int, error) { return 0, f.Close() })
 	return err
 }
