@@ -86,6 +86,11 @@ func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno)
 		}
 	}
 	f.wb.Cancel(key)
+	// An upload already in the bucket settles first, so its namespace
+	// update cannot bring the name back after ours.
+	if err := f.wb.WaitLanded(ctx, key); err != nil {
+		return toErrno(err)
+	}
 	if err := f.deleteObject(ctx, key); err != nil {
 		return toErrno(err)
 	}

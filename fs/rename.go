@@ -21,36 +21,18 @@ import (
 // carried over so the new name reads without a GET.
 func (f *FS) renameFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir, newName string) error {
 	oldKey, newKey := oldDir+oldName, newDir+newName
-	n.mu.Lock()
-	stale := n.sess == nil && n.entry.Local
-	n.mu.Unlock()
-	if stale && !f.wb.Pending(oldKey) { // uploaded: rename the bucket's version
-		if _, err := n.refresh(ctx); err != nil {
+	local, err := f.moveLocal(n, oldKey, newKey)
+	if err != nil {
+		return err
+	}
+	// Uploads that landed under either name before the rename could move
+	// or cancel them settle first: their namespace updates must not follow
+	// ours, and the bucket's version of the old name is what is renamed.
+	for _, k := range []string{oldKey, newKey} {
+		if err := f.wb.WaitLanded(ctx, k); err != nil {
 			return err
 		}
 	}
-	n.sessMu.Lock()
-	n.mu.Lock()
-	local := n.sess != nil || n.entry.Local
-	e := n.entry
-	n.mu.Unlock()
-	if local {
-		// The manager holds the pending uploads and the session counts
-		// by key: it moves them first, and refuses if its journal cannot.
-		if _, err := f.wb.Rekey(oldKey, newKey, ""); err != nil {
-			n.sessMu.Unlock()
-			return err
-		}
-		n.mu.Lock()
-		n.key.set(newKey)
-		n.base = "" // rename replaces whatever the new name holds
-		e = n.entry
-		n.mu.Unlock()
-		f.untrack(oldKey, n)
-		f.trackLocal(n, newKey, e)
-	}
-	n.sessMu.Unlock()
-
 	if local {
 		// The old name may also hold an older version in the bucket.
 		if err := f.deleteObject(ctx, oldKey); err != nil {
@@ -59,6 +41,14 @@ func (f *FS) renameFile(ctx context.Context, n *fileNode, oldDir, oldName, newDi
 		f.meta.ClearLocal(oldDir, oldName)
 		f.meta.Remove(oldDir, oldName)
 		return nil
+	}
+	e, err := n.refresh(ctx)
+	if err != nil {
+		return err
+	}
+	if e.Local { // not in the bucket, yet no upload pending: refuse, lose nothing
+		f.log.Warn("fs: rename: the file's upload is neither pending nor in the bucket", "key", oldKey)
+		return syscall.EBUSY
 	}
 
 	cp, ok := f.be.(backend.Copier)
@@ -165,6 +155,34 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 		rekeyTree(ch, oldPrefix, newPrefix, copied)
 	}
 	return 0
+}
+
+// moveLocal gives n's local content (a write session, pending uploads)
+// the new key. It reports false, moving nothing, when n's content is the
+// bucket's: never written, or its upload complete or landed (Rekey).
+func (f *FS) moveLocal(n *fileNode, oldKey, newKey string) (bool, error) {
+	n.sessMu.Lock()
+	defer n.sessMu.Unlock()
+	n.mu.Lock()
+	writing, local := n.sess != nil, n.entry.Local
+	n.mu.Unlock()
+	if !writing && !local {
+		return false, nil
+	}
+	// The manager holds the pending uploads and the session counts by
+	// key: it moves them first, and refuses if its journal cannot.
+	moved, err := f.wb.Rekey(oldKey, newKey, "")
+	if err != nil || (!writing && !moved) {
+		return false, err
+	}
+	n.mu.Lock()
+	n.key.set(newKey)
+	n.base = "" // rename replaces whatever the new name holds
+	e := n.entry
+	n.mu.Unlock()
+	f.untrack(oldKey, n)
+	f.trackLocal(n, newKey, e)
+	return true, nil
 }
 
 // copyAll copies objects from under oldPrefix to newPrefix, 8 at a time,

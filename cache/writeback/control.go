@@ -25,8 +25,10 @@ func (m *Manager) Cancel(key string) {
 // Rekey moves the pending uploads and open write sessions of key to
 // newKey (a rename before the upload). thenDelete, if not "", is removed
 // from the bucket once the renamed file is up (the old name's previous
-// object). It reports whether there was an upload pending; an error means
-// the journal could not record the new name, and nothing was moved.
+// object). It reports whether an upload now waits under newKey: false when
+// key had none, or when its upload has already landed in the bucket under
+// key (the caller waits for it with WaitKey and renames the object). An
+// error means the journal could not record the new name; nothing moved.
 func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 	m.mu.Lock()
 	defer m.kick()
@@ -35,7 +37,17 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 		delete(m.writing, key)
 		m.writing[newKey] += n
 	}
-	js := m.byKey[key]
+	// A job whose object has landed under key stays there and settles;
+	// the caller renames the bucket's object (moving it would requeue an
+	// upload whose staged file is already the cache's copy of key).
+	var js, landed []*Job
+	for _, j := range m.byKey[key] {
+		if j.landed {
+			landed = append(landed, j)
+		} else {
+			js = append(js, j)
+		}
+	}
 	if len(js) == 0 {
 		return false, nil
 	}
@@ -65,7 +77,12 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 			return false, err
 		}
 	}
-	delete(m.byKey, key)
+	if len(landed) == 0 {
+		delete(m.byKey, key)
+	} else {
+		m.byKey[key] = landed
+	}
+	live := false
 	for i, j := range js {
 		j.rec = recs[i]
 		if j.failed { // the new name gets a fresh chance (old waiters keep the old verdict)
@@ -80,10 +97,11 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 			j.requeue = true
 			j.cancel()
 		}
+		live = live || j.dropped == nil
 	}
 	m.byKey[newKey] = append(m.byKey[newKey], js...)
 	m.supersedeLocked(newKey)
-	return true, nil
+	return live, nil
 }
 
 // Pending reports whether key has an upload not yet complete.
@@ -91,6 +109,28 @@ func (m *Manager) Pending(key string) bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return len(m.byKey[key]) > 0
+}
+
+// WaitLanded waits for the uploads of key whose object is already in the
+// bucket to settle (their namespace update done), the ones Rekey and
+// Cancel cannot stop. It waits for nothing else.
+func (m *Manager) WaitLanded(ctx context.Context, key string) error {
+	m.mu.Lock()
+	var js []*Job
+	for _, j := range m.byKey[key] {
+		if j.landed {
+			js = append(js, j)
+		}
+	}
+	m.mu.Unlock()
+	for _, j := range js {
+		select {
+		case <-j.done:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // WaitKey waits for every upload of key committed so far; it returns the

@@ -28,13 +28,16 @@ type Job struct {
 	reserved int64
 
 	// Guarded by Manager.mu.
-	rec       index.UploadRecord
-	running   bool
-	cancel    context.CancelFunc
-	dropped   error // errSuperseded or errCancelled once decided
-	requeue   bool  // renamed while running: start again under the new key
-	held      bool  // committed while the file is still open: waits for Unhold
-	failed    bool  // permanent error; kept until written again or deleted
+	rec     index.UploadRecord
+	running bool
+	cancel  context.CancelFunc
+	dropped error // errSuperseded or errCancelled once decided
+	requeue bool  // renamed while running: start again under the new key
+	// landed: the attempt's object is in the bucket under rec.Key and the
+	// job is settling; a rename can no longer move it (Rekey leaves it).
+	landed    bool
+	held      bool // committed while the file is still open: waits for Unhold
+	failed    bool // permanent error; kept until written again or deleted
 	notBefore time.Time
 	tries     int // failed attempts since the backend last answered (the backoff)
 	// content is what the file reads as until the upload is complete (the
@@ -164,6 +167,7 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 	if err == nil {
 		m.mu.Lock()
 		renamed, cancelled := j.requeue, errors.Is(j.dropped, errCancelled)
+		j.landed = !renamed && !cancelled
 		m.mu.Unlock()
 		if renamed || cancelled {
 			// Renamed or deleted while the upload ran, and it landed
@@ -231,7 +235,7 @@ func (m *Manager) deleteUpload(seq uint64, key string) {
 // finish records an attempt's outcome.
 func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, err error) {
 	m.mu.Lock()
-	j.running = false
+	j.running, j.landed = false, false
 	m.running--
 	switch {
 	case err == nil:

@@ -392,3 +392,65 @@ func TestContentUntilTheNamespaceHasTheUpload(t *testing.T) {
 		t.Fatal("the local entry went while the file is being written again")
 	}
 }
+
+// TestRekeyWhileUploadLands renames a file whose upload has reached the
+// bucket but is not yet settled. The content must end up under one name
+// the caller can tell: Rekey moves it (the new name is uploaded) or
+// reports it landed (the caller renames the bucket's object).
+func TestRekeyWhileUploadLands(t *testing.T) {
+	b := newBucket()
+	dir := t.TempDir()
+	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir, upserted: make(chan struct{})}
+	o := DefaultOptions()
+	o.Mode = Async
+	m, err := New(e.store, b, o, &fakeNames{e: e})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
+	t.Cleanup(e.close)
+	ctx := context.Background()
+	data := []byte("checkpoint being renamed")
+	st, err := m.NewStaging("tmp")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.WriteAt(data, 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Commit(ctx, "tmp", st, "", 1); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, ok := b.get("tmp"); ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("upload did not reach the bucket")
+		}
+	}
+	moved, err := m.Rekey("tmp", "final", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	close(e.upserted)
+	if err := m.WaitKey(ctx, "final"); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.WaitKey(ctx, "tmp"); err != nil {
+		t.Fatal(err)
+	}
+	name := "tmp" // landed: the caller copies it
+	if moved {
+		name = "final"
+	}
+	if got, ok := b.get(name); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("Rekey moved=%v: %q holds %q (present %v)", moved, name, got, ok)
+	}
+	if moved {
+		return
+	}
+	if _, ok := m.Content("final"); ok {
+		t.Fatal("content held under the new name of a landed upload")
+	}
+}
