@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -20,6 +21,17 @@ import (
 // whole, atomically) and the old name deleted, and its cached copy is
 // carried over so the new name reads without a GET.
 func (f *FS) renameFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir, newName string) error {
+	// Journaled first: a crash midway is finished by the next mount.
+	mv, err := f.wb.BeginMove(oldDir+oldName, newDir+newName, false)
+	if err != nil {
+		return err
+	}
+	defer mv.Done()
+	return f.moveFile(ctx, n, oldDir, oldName, newDir, newName)
+}
+
+// moveFile is renameFile inside a journaled rename.
+func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir, newName string) error {
 	oldKey, newKey := oldDir+oldName, newDir+newName
 	local, err := f.moveLocal(n, oldKey, newKey)
 	if err != nil {
@@ -100,6 +112,16 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 	if !ok {
 		return syscall.EXDEV
 	}
+	// Journaled first: a crash midway is finished by the next mount.
+	mv, err := f.wb.BeginMove(oldPrefix, newPrefix, true)
+	if err != nil {
+		return toErrno(err)
+	}
+	defer mv.Done()
+	// The files with local content first, then the bucket's listing: an
+	// upload that lands in between is in both (and moved once by each),
+	// never in neither.
+	locals := f.localUnder(oldPrefix)
 	var objs []backend.ObjectInfo
 	for token := ""; ; {
 		page, err := f.be.List(ctx, oldPrefix, backend.ListOptions{Token: token, Recursive: true})
@@ -107,7 +129,7 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 			return toErrno(err)
 		}
 		objs = append(objs, page.Objects...)
-		if len(objs) > f.opts.RenameDirLimit {
+		if len(objs)+len(locals) > f.opts.RenameDirLimit {
 			f.log.Info("fs: directory too big to rename here; mv will copy it", "dir", oldPrefix, "limit", f.opts.RenameDirLimit)
 			return syscall.EXDEV
 		}
@@ -115,10 +137,13 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 			break
 		}
 	}
-	locals := f.localUnder(oldPrefix)
-	if len(objs)+len(locals) > f.opts.RenameDirLimit {
-		return syscall.EXDEV
+	// A file with local content is moved by moveFile alone, whatever
+	// version of it the listing saw.
+	localKeys := make(map[string]bool, len(locals))
+	for _, n := range locals {
+		localKeys[n.key.get()] = true
 	}
+	objs = slices.DeleteFunc(objs, func(o backend.ObjectInfo) bool { return localKeys[o.Key] })
 	// Copy everything first, then delete: a failure leaves both names.
 	copied, err := f.copyAll(ctx, cp, objs, oldPrefix, newPrefix)
 	if err != nil {
@@ -129,7 +154,7 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 		newKey := newPrefix + strings.TrimPrefix(oldKey, oldPrefix)
 		od, on := meta.Parent(oldKey)
 		nd, nn := meta.Parent(newKey)
-		if err := f.renameFile(ctx, n, od, on, nd, nn); err != nil {
+		if err := f.moveFile(ctx, n, od, on, nd, nn); err != nil {
 			return toErrno(err)
 		}
 	}

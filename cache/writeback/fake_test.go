@@ -6,6 +6,8 @@ import (
 	"crypto/md5"
 	"encoding/hex"
 	"io"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 
@@ -55,8 +57,43 @@ func (b *fakeBucket) Stat(ctx context.Context, key string) (backend.ObjectInfo, 
 	return backend.ObjectInfo{Key: key, Size: int64(len(d)), Version: b.vers[key]}, nil
 }
 
-func (b *fakeBucket) List(context.Context, string, backend.ListOptions) (backend.ListPage, error) {
-	return backend.ListPage{}, nil
+// List lists every key under prefix (the manager lists recursively only).
+func (b *fakeBucket) List(ctx context.Context, prefix string, _ backend.ListOptions) (backend.ListPage, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var page backend.ListPage
+	for k, d := range b.objs {
+		if strings.HasPrefix(k, prefix) {
+			page.Objects = append(page.Objects, backend.ObjectInfo{Key: k, Size: int64(len(d)), Version: b.vers[k]})
+		}
+	}
+	return page, nil
+}
+
+func (b *fakeBucket) Copy(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	d, ok := b.objs[src]
+	if !ok {
+		return backend.ObjectInfo{}, backend.ErrNotExist
+	}
+	if srcVersion != "" && srcVersion != b.vers[src] {
+		return backend.ObjectInfo{}, backend.ErrPreconditionFailed
+	}
+	b.objs[dst], b.vers[dst] = bytes.Clone(d), b.vers[src]
+	return backend.ObjectInfo{Key: dst, Size: int64(len(d)), Version: b.vers[dst]}, nil
+}
+
+// keys returns the bucket's keys, sorted.
+func (b *fakeBucket) keys() []string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var ks []string
+	for k := range b.objs {
+		ks = append(ks, k)
+	}
+	slices.Sort(ks)
+	return ks
 }
 
 func (b *fakeBucket) ReadRange(ctx context.Context, key, version string, off, n int64) (io.ReadCloser, error) {

@@ -109,22 +109,27 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	}
 	m.del, _ = be.(backend.Deleter)
 	m.stat = be
-	if err := m.restore(); err != nil {
+	moves := m.loadMoves()
+	if err := m.restore(moves); err != nil {
 		cancel()
 		return nil, err
 	}
 	m.loadKept()
 	m.wg.Add(1)
-	go m.dispatch()
+	go func() {
+		m.finishMoves(moves) // before any upload: see moves.go
+		m.dispatch()
+	}()
 	return m, nil
 }
 
 // Mode is the manager's upload mode.
 func (m *Manager) Mode() Mode { return m.opts.Mode }
 
-// restore re-queues the journal's uploads and removes staging files no
-// journal entry owns (a crash before commit left them).
-func (m *Manager) restore() error {
+// restore re-queues the journal's uploads, under the names unfinished
+// renames give them, and removes staging files no journal entry owns (a
+// crash before commit left them).
+func (m *Manager) restore(moves []journaledMove) error {
 	owned := map[string]bool{}
 	err := m.ix.ScanUploads(func(seq uint64, r index.UploadRecord, err error) error {
 		if err != nil {
@@ -144,6 +149,12 @@ func (m *Manager) restore() error {
 			return nil
 		}
 		owned[r.Staging] = true
+		if moved := m.applyMoves(moves, r.Key); moved != r.Key {
+			// A rename cut short: the upload goes up under the new name,
+			// unconditionally (rename replaces what the new name holds).
+			r.Key, r.BaseVersion = moved, ""
+			_ = m.putUpload(seq, r)
+		}
 		if err := m.store.ReserveStaging(r.Size); err != nil {
 			m.log.Warn("writeback: staged data over the cache limit", "key", r.Key)
 		}

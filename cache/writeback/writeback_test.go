@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"os"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -452,5 +453,56 @@ func TestRekeyWhileUploadLands(t *testing.T) {
 	}
 	if _, ok := m.Content("final"); ok {
 		t.Fatal("content held under the new name of a landed upload")
+	}
+}
+
+// TestRenameCutShortIsFinishedByTheNextMount: the Hugging Face pattern
+// (files into tmp-checkpoint-1/, the directory renamed to checkpoint-1)
+// killed midway through the rename: one file copied, one not, one still
+// a pending upload under the old name. The next mount finishes the
+// rename before uploading: the bucket ends with exactly the new names.
+func TestRenameCutShortIsFinishedByTheNextMount(t *testing.T) {
+	b := newBucket()
+	b.gate = make(chan struct{}) // uploads wait: "c" stays pending
+	dir := t.TempDir()
+	e := newEnv(t, Async, b, dir)
+	ctx := context.Background()
+	b.objs["tmp-checkpoint-1/a"], b.vers["tmp-checkpoint-1/a"] = []byte("A"), "va"
+	b.objs["tmp-checkpoint-1/b"], b.vers["tmp-checkpoint-1/b"] = []byte("B"), "vb"
+	b.objs["other"], b.vers["other"] = []byte("O"), "vo"
+	if _, err := e.m.Commit(ctx, "tmp-checkpoint-1/c", e.stage(t, []byte("C")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.BeginMove("tmp-checkpoint-1/", "checkpoint-1/", true); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.Copy(ctx, "tmp-checkpoint-1/a", "", "checkpoint-1/a"); err != nil {
+		t.Fatal(err)
+	}
+	e.close() // the crash: no Rekey, no Done
+	b.gate = nil
+
+	e2 := newEnv(t, Async, b, dir)
+	if _, err := e2.m.WaitAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"checkpoint-1/a", "checkpoint-1/b", "checkpoint-1/c", "other"}
+	if got := b.keys(); !slices.Equal(got, want) {
+		t.Fatalf("bucket %q, want %q", got, want)
+	}
+	for k, v := range map[string]string{"checkpoint-1/a": "A", "checkpoint-1/b": "B", "checkpoint-1/c": "C"} {
+		if got, _ := b.get(k); string(got) != v {
+			t.Errorf("%s = %q, want %q", k, got, v)
+		}
+	}
+	// Finished once: a third mount has nothing left to do.
+	e2.close()
+	b.objs["tmp-checkpoint-1/late"] = []byte("L")
+	e3 := newEnv(t, Async, b, dir)
+	if _, err := e3.m.WaitAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := b.get("tmp-checkpoint-1/late"); !ok {
+		t.Fatal("a finished rename was repeated by the next mount")
 	}
 }
