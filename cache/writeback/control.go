@@ -163,10 +163,16 @@ type Summary struct {
 	Failed       []Failure `json:"failed,omitempty"`
 }
 
-// WaitAll waits for every upload committed so far to be complete or
-// failed for good, then summarises. Uploads held for a file still open
-// are not waited for (they count as pending).
+// WaitAll waits for the renames a restart is finishing, and for every
+// upload committed so far to be complete or failed for good, then
+// summarises. Uploads held for a file still open are not waited for
+// (they count as pending).
 func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
+	select {
+	case <-m.movesDone:
+	case <-ctx.Done():
+		return m.Summary(), ctx.Err()
+	}
 	m.mu.Lock()
 	var js []*Job
 	for j := range m.jobs {

@@ -164,6 +164,12 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 		})
 		f.Close()
 	}
+	if errors.Is(err, backend.ErrPreconditionFailed) {
+		if landed, same, cerr := m.landedEarlier(ctx, r.Key, path, r.Size); cerr == nil && same {
+			m.log.Info("writeback: the bucket already holds this upload (an earlier attempt landed)", "key", r.Key)
+			info, err = landed, nil
+		}
+	}
 	if err == nil {
 		m.mu.Lock()
 		renamed, cancelled := j.requeue, errors.Is(j.dropped, errCancelled)

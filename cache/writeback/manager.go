@@ -74,6 +74,8 @@ type Manager struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 	wake   chan struct{}
+	// movesDone is closed once the renames a crash cut short are finished.
+	movesDone chan struct{}
 
 	mu      sync.Mutex            // guards the fields below (and Job's, Staging.key)
 	jobs    map[*Job]struct{}     // journaled jobs not settled
@@ -105,7 +107,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	m := &Manager{
 		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, names: names, log: opts.Logger,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, kept: map[string]*keptWrite{},
-		writing: map[string]int{},
+		writing: map[string]int{}, movesDone: make(chan struct{}),
 	}
 	m.del, _ = be.(backend.Deleter)
 	m.stat = be
@@ -118,6 +120,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	m.wg.Add(1)
 	go func() {
 		m.finishMoves(moves) // before any upload: see moves.go
+		close(m.movesDone)
 		m.dispatch()
 	}()
 	return m, nil

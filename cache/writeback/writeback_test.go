@@ -506,3 +506,27 @@ func TestRenameCutShortIsFinishedByTheNextMount(t *testing.T) {
 		t.Fatal("a finished rename was repeated by the next mount")
 	}
 }
+
+// TestEarlierAttemptLandedIsNotAConflict: a create-only upload finds the
+// key taken by its own earlier attempt (killed with the request in
+// flight): the same bytes are the upload done, not a conflict; other
+// bytes of the same size still are one.
+func TestEarlierAttemptLandedIsNotAConflict(t *testing.T) {
+	b := newBucket()
+	b.objs["k"], b.vers["k"] = []byte("mine"), "v1"
+	b.objs["j"], b.vers["j"] = []byte("them"), "v2"
+	e := newEnv(t, Sync, b, "")
+	ctx := context.Background()
+	if _, err := e.m.Commit(ctx, "k", e.stage(t, []byte("mine")), backend.VersionAbsent, 1); err != nil {
+		t.Fatalf("the bucket already holds these bytes: %v", err)
+	}
+	if _, err := e.m.Commit(ctx, "j", e.stage(t, []byte("mine")), backend.VersionAbsent, 1); !errors.Is(err, backend.ErrPreconditionFailed) {
+		t.Fatalf("other bytes of the same size: want ErrPreconditionFailed, got %v", err)
+	}
+	if got, _ := b.get("j"); string(got) != "them" {
+		t.Fatal("a conflicting upload clobbered the other writer")
+	}
+	if s := e.m.Summary(); len(s.Failed) != 1 || s.Failed[0].Key != "j" {
+		t.Fatalf("summary %+v", s)
+	}
+}
