@@ -116,12 +116,20 @@ func (st *objectState) verifyBlock(i int64, p []byte, off int64) error {
 	return nil
 }
 
-// Verify checks every present block not yet verified during this run.
-// Bad blocks are dropped; it reports how many.
-func (o *Object) Verify() (bad int, err error) {
+// Verify checks every present block not yet verified during this run
+// (nor trusted from a clean shutdown). Bad blocks are dropped; it reports
+// how many.
+func (o *Object) Verify() (bad int, err error) { return o.verify(false) }
+
+// Reverify checks every present block, verified before or not: what
+// `strata cache verify` asks for (bytes flipped on disk after they were
+// verified, while the mount was stopped, are found only this way).
+func (o *Object) Reverify() (bad int, err error) { return o.verify(true) }
+
+func (o *Object) verify(all bool) (bad int, err error) {
 	st := o.st
 	for i := range st.nblocks {
-		if !st.present.has(i) || st.verified.has(i) {
+		if !st.present.has(i) || (st.verified.has(i) && !all) {
 			continue
 		}
 		if err := st.verifyBlock(i, nil, 0); errors.Is(err, ErrCorrupt) {

@@ -67,6 +67,12 @@ type Object struct {
 // (empty) if it does not exist. Opening a new version of a key retires
 // the previous version's entry.
 func (s *Store) Acquire(k ObjectKey) (*Object, error) {
+	return s.acquire(k, false)
+}
+
+// acquire is Acquire; quiet (the background verifier) neither records an
+// access nor creates an entry: an object evicted meanwhile is errGone.
+func (s *Store) acquire(k ObjectKey, quiet bool) (*Object, error) {
 	id := index.IDFor(k.Source, k.Key, k.Version)
 	for {
 		s.mu.Lock()
@@ -91,19 +97,23 @@ func (s *Store) Acquire(k ObjectKey) (*Object, error) {
 				s.release(st)
 				return nil, err
 			}
-			st.touch()
+			if !quiet {
+				st.touch()
+			}
 			return &Object{st: st}, nil
 		}
 		st = &objectState{s: s, id: id, refs: 1, ready: make(chan struct{})}
 		s.states[id] = st
 		s.mu.Unlock()
-		st.loadErr = st.load(k)
+		st.loadErr = st.load(k, quiet)
 		close(st.ready)
 		if st.loadErr != nil {
 			s.release(st)
 			return nil, st.loadErr
 		}
-		st.touch()
+		if !quiet {
+			st.touch()
+		}
 		return &Object{st: st}, nil
 	}
 }
@@ -120,7 +130,7 @@ var ErrTooLarge = fmt.Errorf("cache: object too large to cache: %w", syscall.EFB
 
 // load reads the entry's record and block presence from the index, or
 // creates the record.
-func (st *objectState) load(k ObjectKey) error {
+func (st *objectState) load(k ObjectKey, mustExist bool) error {
 	s := st.s
 	if k.Size < 0 || (index.ObjectRecord{Size: k.Size, BlockSize: s.opts.BlockSize}).NumBlocks() > MaxBlocks {
 		return fmt.Errorf("cache: open %s (%d bytes): %w", k.Key, k.Size, ErrTooLarge)
@@ -128,6 +138,9 @@ func (st *objectState) load(k ObjectKey) error {
 	rec, ok, err := s.ix.GetObject(st.id)
 	if err != nil {
 		return err
+	}
+	if !ok && mustExist {
+		return errGone
 	}
 	if ok && rec.Size != k.Size {
 		// Same version, different size: the record is not to be trusted.
@@ -172,6 +185,9 @@ func (st *objectState) load(k ObjectKey) error {
 		st.crcs[i].Store(bi.CRC)
 		if st.present.set(i) {
 			st.nPresent.Add(1)
+		}
+		if s.trusted && st.verified.set(i) { // verified before a clean shutdown
+			st.nVerif.Add(1)
 		}
 		return nil
 	})

@@ -155,7 +155,8 @@ func TestFlippedByteDetected(t *testing.T) {
 				}
 			}
 			o.Release()
-			s.Close()
+			cache.CloseAsCrash(s) // a crash, not a clean shutdown: blocks found are checked
+			cache.NoBackgroundVerify(t)
 
 			id := index.IDFor(k.Source, k.Key, k.Version).String()
 			p := filepath.Join(dir, "objects", id[:2], id[2:4], id)

@@ -81,6 +81,11 @@ type Store struct {
 	closed bool
 
 	stats Stats
+
+	// trusted: the last run shut down cleanly, so the blocks found at
+	// startup were verified before it (trust.go). Set before use.
+	trusted     bool
+	verifiedAll atomic.Bool // every block present is verified: a clean shutdown may say so
 }
 
 // Open opens or creates the cache in dir and takes ownership of it.
@@ -133,6 +138,18 @@ func Open(dir string, opts Options) (*Store, error) {
 	if err := s.scanUsage(); err != nil {
 		s.Close()
 		return nil, err
+	}
+	trusted, err := ix.TakeClean()
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	s.trusted = trusted
+	if trusted || s.used.Load() == 0 { // nothing found that needs checking
+		s.verifiedAll.Store(true)
+	} else if backgroundVerify {
+		s.wg.Add(1)
+		go s.verifyAll()
 	}
 	s.wg.Add(2)
 	go s.evictLoop()
@@ -205,6 +222,7 @@ func (s *Store) Close() error {
 	for _, st := range states {
 		st.closeFile()
 	}
+	s.markClean()
 	err := s.ix.Close()
 	unlockDir(s.lock)
 	return err

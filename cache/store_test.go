@@ -113,8 +113,8 @@ func TestWriteReadPersistVerify(t *testing.T) {
 	o.Release()
 	s.Close()
 
+	// A clean shutdown: the next run trusts what it finds.
 	s = openStore(t, dir, testOpts())
-	defer s.Close()
 	if s.Used() != int64(len(data)) {
 		t.Fatalf("used after reopen %d", s.Used())
 	}
@@ -122,9 +122,23 @@ func TestWriteReadPersistVerify(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	if !s.Trusted() || !o.Complete() || !o.Verified() {
+		t.Fatalf("after a clean shutdown: trusted=%v complete=%v verified=%v (want all true)", s.Trusted(), o.Complete(), o.Verified())
+	}
+	o.Release()
+	CloseAsCrash(s)
+
+	// After a crash every block is checked again.
+	NoBackgroundVerify(t)
+	s = openStore(t, dir, testOpts())
+	defer s.Close()
+	o, err = s.Acquire(key)
+	if err != nil {
+		t.Fatal(err)
+	}
 	defer o.Release()
-	if !o.Complete() || o.Verified() {
-		t.Fatalf("after reopen: complete=%v verified=%v (want true, false)", o.Complete(), o.Verified())
+	if s.Trusted() || !o.Complete() || o.Verified() {
+		t.Fatalf("after a crash: trusted=%v complete=%v verified=%v (want false, true, false)", s.Trusted(), o.Complete(), o.Verified())
 	}
 	// A read in the middle of a block verifies the whole block.
 	p := make([]byte, 10)
@@ -145,7 +159,8 @@ func TestCorruptBlockIsDropped(t *testing.T) {
 	fill(o, t, data)
 	id := o.ID()
 	o.Release()
-	s.Close()
+	CloseAsCrash(s) // a crash, not a clean shutdown: blocks found are checked
+	NoBackgroundVerify(t)
 
 	f, err := os.OpenFile(s.pathOf(id), os.O_RDWR, 0)
 	if err != nil {

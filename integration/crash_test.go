@@ -182,11 +182,14 @@ func cacheFiles(t *testing.T, cacheDir string) []string {
 	return out
 }
 
-// TestFlippedCacheBytes flips one byte in every cache file while the
-// mount is running (before this run has read them): every file still
-// reads back right, each flipped block is caught by its CRC, and the
-// cache verifies clean afterwards. One file is bigger than the size
-// verified at open, so its blocks are checked as userspace reads them.
+// TestFlippedCacheBytes: the mount is killed (kill -9) and one byte of
+// every cache file flipped before the next mount, as a crash tears
+// blocks. The next mount does not trust what it finds (no clean shutdown
+// was recorded): every file still reads back right, each flipped block is
+// caught by its CRC (by the read, or the background verification the
+// mount runs after a crash), and the cache verifies clean afterwards. One
+// file is bigger than the size verified at open, so its blocks are
+// checked as userspace reads them.
 func TestFlippedCacheBytes(t *testing.T) {
 	requireFUSE(t)
 	srv := startMinIO(t).(*minioServer)
@@ -202,9 +205,8 @@ func TestFlippedCacheBytes(t *testing.T) {
 	if d := diffTrees(want, tree(t, m.dir)); d != "" {
 		t.Fatalf("first read:\n%s", d)
 	}
-	m.unmount()
+	m.kill9()
 
-	m = startMount(t, srv, srv.source(bucket, ""), cacheDir, "--metadata-ttl", "indefinite")
 	rng := rand.New(rand.NewPCG(3, 4))
 	flipped := 0
 	for _, p := range cacheFiles(t, cacheDir) {
@@ -230,6 +232,7 @@ func TestFlippedCacheBytes(t *testing.T) {
 	if flipped != len(files) {
 		t.Fatalf("flipped %d cache files, want %d (one per file)", flipped, len(files))
 	}
+	m = startMount(t, srv, srv.source(bucket, ""), cacheDir, "--metadata-ttl", "indefinite")
 	if d := diffTrees(want, tree(t, m.dir)); d != "" {
 		t.Fatalf("read after flipping cache bytes:\n%s", d)
 	}

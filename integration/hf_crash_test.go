@@ -167,12 +167,14 @@ func hfKillAt(t *testing.T, srv server, script string, delay time.Duration) {
 	}
 	waitExit(t, m.pid)
 	m.pid = 0
+	var driverErr error
 	select {
-	case <-exited: // its syscall failed: the mount is gone
+	case driverErr = <-exited: // its syscall failed: the mount is gone
 	case <-time.After(30 * time.Second):
 		_ = driver.Process.Kill()
-		<-exited
+		driverErr = <-exited
 	}
+	t.Logf("the driver ended: %v", driverErr)
 	if out, err := exec.Command("umount", "-l", m.dir).CombinedOutput(); err != nil {
 		t.Fatalf("umount -l %s: %v %s", m.dir, err, out)
 	}

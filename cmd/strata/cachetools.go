@@ -44,9 +44,9 @@ type VerifyProgress struct {
 	Live        bool     `json:"live"`              // done by the running mount
 }
 
-// verifyStore checks the CRC32C of every cached block the store has not
-// checked during this run and drops the bad ones (they are fetched again
-// when next read). Offline, that is every block.
+// verifyStore checks the CRC32C of every cached block, those verified
+// before too, and drops the bad ones (they are fetched again when next
+// read).
 func verifyStore(ctx context.Context, store *cache.Store, workers int, report func(VerifyProgress)) (VerifyProgress, error) {
 	type item struct {
 		rec   index.ObjectRecord
@@ -84,7 +84,7 @@ func verifyStore(ctx context.Context, store *cache.Store, workers int, report fu
 				o, err := store.Acquire(cache.ObjectKey{Source: r.Source, Key: r.Key, Version: r.Version, Size: r.Size, MTime: r.MTime})
 				bad := 0
 				if err == nil {
-					bad, err = o.Verify()
+					bad, err = o.Reverify()
 					o.Release()
 				}
 				mu.Lock()
