@@ -33,7 +33,8 @@ func (r *Run) writeReport(out io.Writer) error {
 	}
 	js, err := json.MarshalIndent(map[string]any{
 		"started": r.Started, "elapsed_s": r.Elapsed.Seconds(), "scale": r.Cfg.Scale.Name,
-		"machine": r.machine(), "versions": r.Versions, "skipped": r.Skipped, "rows": r.Results.Rows,
+		"machine": r.machine(), "versions": r.Versions, "skipped": r.Skipped,
+		"skipped_workloads": r.SkippedWorkloads, "rows": r.Results.Rows,
 	}, "", "  ")
 	if err != nil {
 		return err
@@ -74,6 +75,11 @@ func (r *Run) markdown(w io.Writer) {
 	if r.Env != nil {
 		for _, n := range r.Env.Notes {
 			fmt.Fprintf(w, "- note: %s\n", n)
+		}
+	}
+	for _, name := range workloadNames() {
+		if why, ok := r.SkippedWorkloads[name]; ok {
+			fmt.Fprintf(w, "- workload %s: skipped: %s\n", name, why)
 		}
 	}
 	fmt.Fprintln(w)

@@ -45,12 +45,21 @@ func needTools(t *testing.T, names ...string) {
 	}
 }
 
-// smoke runs the benchmark at the tiny scale and returns its report.
+// smoke runs the benchmark at the tiny scale and returns its report. The
+// DataLoader (a Python process per epoch) has a test of its own: the others
+// run every other workload unless extra says -workloads.
 func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, string) {
 	t.Helper()
 	needTools(t, "minio", "toxiproxy-server")
 	dir := t.TempDir()
+	var wls []string
+	for _, w := range workloadNames() {
+		if w != (dataLoader{}).Name() {
+			wls = append(wls, w)
+		}
+	}
 	cfg, err := parseFlags(append([]string{"-scale", "tiny", "-systems", systems, "-latencies", latencies,
+		"-workloads", strings.Join(wls, ","),
 		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify", "-repeat", "2"}, extra...))
 	if err != nil {
 		t.Fatal(err)
