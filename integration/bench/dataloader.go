@@ -12,7 +12,8 @@ import (
 // torch.utils.data.DataLoader(num_workers=8, shuffle=True, batch_size=64)
 // with the standard train transforms (RandomResizedCrop(224), flip,
 // ToTensor, Normalize), run by Debian's python3 in a process of its own
-// per epoch (integration/workload/python/dataloader.py). Cold epochs start
+// per system that runs every epoch, like a training job
+// (integration/workload/python/dataloader.py). Cold epochs start
 // on an emptied cache, warm ones on the cache the cold ones filled,
 // restarted ones on a new mount of that cache; every phase runs
 // Config.Repeat times on every system (remounting before each cold and
@@ -53,11 +54,22 @@ func (w dataLoader) RunFS(ctx context.Context, p *Phases, fs FS) error {
 	e := p.Env()
 	spec := e.Cfg.Scale.JPEGFolder
 	total := workload.TotalSize(e.Manifest.Under(w.Prefix(e.Cfg.Scale)))
+	// One Python process runs every epoch on this system, as a training
+	// job would (importing torch takes seconds, untimed).
+	dl, err := workload.StartDataLoader(ctx, workload.DataLoaderOpts{Root: fs.Root(), Workers: loaderWorkers,
+		BatchSize: loaderBatch, MaxDuration: p.Cap()})
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := dl.Close(); err != nil {
+			p.Progress("dataloader exit: %v", err)
+		}
+	}()
 	// Every epoch (and repetition) has its own shuffle and crops.
 	epoch := func(n uint64) phaseFunc {
 		return func(ctx context.Context, rep int) (workload.Summary, error) {
-			r, err := workload.RunDataLoader(ctx, workload.DataLoaderOpts{Root: fs.Root(), Workers: loaderWorkers,
-				BatchSize: loaderBatch, Seed: e.Cfg.Seed*1000 + n*10 + uint64(rep), MaxDuration: p.Cap()})
+			r, err := dl.Epoch(ctx, e.Cfg.Seed*1000+n*10+uint64(rep))
 			if err != nil {
 				return workload.Summary{}, err
 			}

@@ -10,14 +10,6 @@ import (
 	"github.com/stratafs/strata/internal/testserver"
 )
 
-// needTorch skips (or fails under STRATA_E2E=1) without Python's PyTorch.
-func needTorch(t *testing.T) {
-	t.Helper()
-	if _, err := workload.TorchVersions(context.Background()); err != nil {
-		testserver.SkipOrFail(t, "%v", err)
-	}
-}
-
 // TestSmokeDataLoader runs the PyTorch DataLoader workload at the tiny
 // scale (64 JPEGs, one run per phase) on local disk and strata: real
 // torchvision ImageFolder epochs over the mount, cold, warm and after a
@@ -26,7 +18,6 @@ func TestSmokeDataLoader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MinIO and toxiproxy, mounts and runs PyTorch")
 	}
-	needTorch(t)
 	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
 		testserver.SkipOrFail(t, "strata mount unavailable (run `make build`): %v", err)
 	}
@@ -34,6 +25,9 @@ func TestSmokeDataLoader(t *testing.T) {
 		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
 	}
 	r, out := smoke(t, "local,strata", "0ms", "-workloads", "dataloader", "-repeat", "1")
+	if why := r.SkippedWorkloads["dataloader"]; why != "" {
+		testserver.SkipOrFail(t, "%s", why)
+	}
 	spec := scales["tiny"].JPEGFolder
 	phases := map[string]int{}
 	for _, row := range r.Results.Rows {

@@ -1,7 +1,9 @@
 package workload
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -69,10 +71,20 @@ func firstWait(w []float64) time.Duration {
 	return time.Duration(w[0] * float64(time.Second))
 }
 
-// RunDataLoader runs one epoch in its own Python process (Python()) and
-// returns its report. An epoch that ends early without MaxDuration, or
-// with a batch of the wrong shape, is an error.
-func RunDataLoader(ctx context.Context, o DataLoaderOpts) (DataLoaderResult, error) {
+// DataLoader is a running python/dataloader.py --serve: one Python
+// process, like a training job, that runs an epoch on request. Between
+// epochs it holds nothing open on Root (its workers have exited), so the
+// filesystem can be remounted.
+type DataLoader struct {
+	o   DataLoaderOpts
+	py  *pyProc
+	out *bufio.Reader
+}
+
+// StartDataLoader starts the program (importing torch takes seconds) and
+// waits until it is ready. The process lives until Close or until ctx
+// ends.
+func StartDataLoader(ctx context.Context, o DataLoaderOpts) (*DataLoader, error) {
 	if o.Workers <= 0 {
 		o.Workers = 8
 	}
@@ -82,13 +94,34 @@ func RunDataLoader(ctx context.Context, o DataLoaderOpts) (DataLoaderResult, err
 	if o.Transform == "" {
 		o.Transform = "train"
 	}
-	args := []string{"--root", o.Root, "--workers", strconv.Itoa(o.Workers), "--batch-size", strconv.Itoa(o.BatchSize),
-		"--transform", o.Transform, "--seed", strconv.FormatUint(o.Seed, 10)}
-	if o.MaxDuration > 0 {
-		args = append(args, "--max-seconds", strconv.FormatFloat(o.MaxDuration.Seconds(), 'f', 3, 64))
+	py, err := startPython(ctx, dataLoaderScript, "--serve", "--root", o.Root, "--workers", strconv.Itoa(o.Workers),
+		"--batch-size", strconv.Itoa(o.BatchSize), "--transform", o.Transform)
+	if err != nil {
+		return nil, err
+	}
+	d := &DataLoader{o: o, py: py, out: bufio.NewReader(py.stdout)}
+	var ready struct {
+		Ready bool `json:"ready"`
+	}
+	if err := d.read(ctx, &ready); err != nil {
+		_ = d.Close()
+		return nil, err
+	}
+	return d, nil
+}
+
+// Epoch runs one epoch with its own shuffle and augmentation seed. An
+// epoch that ends early without MaxDuration is an error.
+func (d *DataLoader) Epoch(ctx context.Context, seed uint64) (DataLoaderResult, error) {
+	req, err := json.Marshal(map[string]any{"seed": seed, "max_seconds": d.o.MaxDuration.Seconds()})
+	if err != nil {
+		return DataLoaderResult{}, err
+	}
+	if _, err := d.py.stdin.Write(append(req, '\n')); err != nil {
+		return DataLoaderResult{}, d.py.failure(fmt.Errorf("workload: dataloader: %w", err))
 	}
 	var r DataLoaderResult
-	if err := runPython(ctx, dataLoaderScript, &r, args...); err != nil {
+	if err := d.read(ctx, &r); err != nil {
 		return r, err
 	}
 	if !r.Truncated && r.Images != r.DatasetImages {
@@ -96,5 +129,37 @@ func RunDataLoader(ctx context.Context, o DataLoaderOpts) (DataLoaderResult, err
 	}
 	return r, nil
 }
+
+// read decodes the program's next stdout line into v; ctx's end kills
+// the program.
+func (d *DataLoader) read(ctx context.Context, v any) error {
+	type line struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan line, 1)
+	go func() {
+		b, err := d.out.ReadBytes('\n')
+		ch <- line{b, err}
+	}()
+	var l line
+	select {
+	case l = <-ch:
+	case <-ctx.Done():
+		d.py.kill()
+		<-ch
+		return fmt.Errorf("workload: dataloader: %w", ctx.Err())
+	}
+	if l.err != nil {
+		return d.py.failure(fmt.Errorf("workload: dataloader: %w", l.err))
+	}
+	if err := json.Unmarshal(l.b, v); err != nil {
+		return fmt.Errorf("workload: dataloader printed %q: %w", shortText(string(l.b), 200), err)
+	}
+	return nil
+}
+
+// Close ends the program (and its workers, if any are left).
+func (d *DataLoader) Close() error { return d.py.close() }
 
 const dataLoaderScript = "dataloader.py"

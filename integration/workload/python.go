@@ -9,10 +9,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 )
@@ -107,56 +109,143 @@ func writeScript(name string) (string, error) {
 	return path, nil
 }
 
-// runPython runs an embedded program with args in its own process and
-// decodes the JSON line it prints last into out; the end of its stderr is
-// in the error on failure. The program and its children (DataLoader
-// workers, a generator's pool) run in a process group of their own, killed
-// whole on cancellation.
-func runPython(ctx context.Context, name string, out any, args ...string) error {
+// pyProc is a running embedded program: its own process group (the
+// program and its children: DataLoader workers, a generator's pool), killed
+// whole on ctx's end or by kill; the end of its stderr is kept for errors.
+type pyProc struct {
+	name   string
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	stdout io.ReadCloser
+	stderr *tailBuffer
+
+	waitOnce sync.Once
+	done     chan struct{}
+	waitErr  error // valid once done is closed
+}
+
+func startPython(ctx context.Context, name string, args ...string) (*pyProc, error) {
 	path, err := writeScript(name)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	var stdout, stderr bytes.Buffer
+	p := &pyProc{name: name, stderr: &tailBuffer{max: 4096}, done: make(chan struct{})}
 	cmd := exec.CommandContext(ctx, Python(), append([]string{path}, args...)...)
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	cmd.Stderr = p.stderr
 	cmd.Env = append(os.Environ(), "PYTHONUNBUFFERED=1", "PYTHONDONTWRITEBYTECODE=1")
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	cmd.Cancel = func() error { return syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL) }
 	cmd.WaitDelay = 10 * time.Second
-	err = cmd.Run()
-	if cmd.Process != nil {
-		// Workers left behind by a crash would hold the mount busy.
-		_ = syscall.Kill(-cmd.Process.Pid, syscall.SIGKILL)
+	if p.stdin, err = cmd.StdinPipe(); err != nil {
+		return nil, fmt.Errorf("workload: %s: %w", name, err)
 	}
+	if p.stdout, err = cmd.StdoutPipe(); err != nil {
+		return nil, fmt.Errorf("workload: %s: %w", name, err)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("workload: %s %s: %w", Python(), name, err)
+	}
+	p.cmd = cmd
+	return p, nil
+}
+
+// wait reaps the program once; the channel closes when it has exited.
+func (p *pyProc) wait() <-chan struct{} {
+	p.waitOnce.Do(func() {
+		go func() {
+			p.waitErr = p.cmd.Wait()
+			close(p.done)
+		}()
+	})
+	return p.done
+}
+
+// kill ends the program's whole process group.
+func (p *pyProc) kill() { _ = syscall.Kill(-p.cmd.Process.Pid, syscall.SIGKILL) }
+
+// exit waits up to grace for the program to exit by itself, then kills it
+// and what is left of its group (workers left behind would hold a mount
+// busy), and returns its exit status.
+func (p *pyProc) exit(grace time.Duration) error {
+	select {
+	case <-p.wait():
+	case <-time.After(grace):
+		p.kill()
+		<-p.wait()
+	}
+	p.kill()
+	return p.waitErr
+}
+
+// failure explains err, which came from the program's pipes, with its
+// exit status and the end of its stderr (ErrNoTorch for a missing module).
+func (p *pyProc) failure(err error) error {
+	status := p.exit(5 * time.Second)
+	msg := strings.TrimSpace(p.stderr.String())
+	if strings.Contains(msg, "ModuleNotFoundError") {
+		return fmt.Errorf("%w: %s: %s", ErrNoTorch, Python(), lastLine(msg))
+	}
+	return fmt.Errorf("%w (%s %s: %v): %s", err, Python(), p.name, status, msg)
+}
+
+// close ends the program's input and waits for it to finish.
+func (p *pyProc) close() error {
+	_ = p.stdin.Close()
+	if err := p.exit(30 * time.Second); err != nil {
+		return fmt.Errorf("workload: %s: %w: %s", p.name, err, strings.TrimSpace(p.stderr.String()))
+	}
+	return nil
+}
+
+// runPython runs an embedded program with args to its end and decodes the
+// JSON line it prints last into out.
+func runPython(ctx context.Context, name string, out any, args ...string) error {
+	p, err := startPython(ctx, name, args...)
 	if err != nil {
+		return err
+	}
+	_ = p.stdin.Close()
+	stdout, rerr := io.ReadAll(p.stdout)
+	if status := p.exit(10 * time.Second); status != nil || rerr != nil {
 		if ctx.Err() != nil {
 			return fmt.Errorf("workload: %s: %w", name, ctx.Err())
 		}
-		msg := strings.TrimSpace(stderr.String())
-		if strings.Contains(msg, "ModuleNotFoundError") {
-			return fmt.Errorf("%w: %s: %s", ErrNoTorch, Python(), lastLine(msg))
-		}
-		return fmt.Errorf("workload: %s %s: %w: %s", Python(), name, err, tail(msg, 2000))
+		return p.failure(errors.Join(status, rerr))
 	}
-	line := lastLine(stdout.String())
+	line := lastLine(string(stdout))
 	if err := json.Unmarshal([]byte(line), out); err != nil {
 		return fmt.Errorf("workload: %s printed %q: %w", name, shortText(line, 200), err)
 	}
 	return nil
 }
 
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex // guards b
+	b   []byte
+	max int
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return string(t.b)
+}
+
 // lastLine is the last non-empty line of s.
 func lastLine(s string) string {
 	lines := strings.Split(strings.TrimSpace(s), "\n")
 	return strings.TrimSpace(lines[len(lines)-1])
-}
-
-func tail(s string, n int) string {
-	if len(s) > n {
-		return "…" + s[len(s)-n:]
-	}
-	return s
 }
 
 func shortText(s string, n int) string {
