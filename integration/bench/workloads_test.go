@@ -18,8 +18,16 @@ type fakeFS struct {
 	session         workload.CacheStats
 }
 
-func (f *fakeFS) Fresh(context.Context) error   { f.fresh++; f.session = workload.CacheStats{}; return nil }
-func (f *fakeFS) Restart(context.Context) error { f.restarts++; f.session = workload.CacheStats{}; return nil }
+func (f *fakeFS) Fresh(context.Context) error {
+	f.fresh++
+	f.session = workload.CacheStats{}
+	return nil
+}
+func (f *fakeFS) Restart(context.Context) error {
+	f.restarts++
+	f.session = workload.CacheStats{}
+	return nil
+}
 func (f *fakeFS) Stats(context.Context, time.Time) (*workload.CacheStats, error) {
 	s := f.session
 	return &s, nil
