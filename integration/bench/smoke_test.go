@@ -72,6 +72,9 @@ func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, stri
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
 	}
+	for w, why := range r.SkippedWorkloads {
+		testserver.SkipOrFail(t, "workload %s: %s", w, why)
+	}
 	for _, f := range []string{"results.md", "results.json", "chart.png"} {
 		if _, err := os.Stat(filepath.Join(cfg.OutDir, f)); err != nil {
 			t.Errorf("%s not written: %v", f, err)

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -52,7 +53,10 @@ func TorchVersions(ctx context.Context) (string, error) {
 		if ctx.Err() != nil {
 			return "", fmt.Errorf("workload: %s: %w", Python(), ctx.Err())
 		}
-		return "", fmt.Errorf("%w: %s: %v: %s", ErrNoTorch, Python(), err, lastLine(string(out)))
+		if msg := lastLine(string(out)); msg != "" {
+			err = fmt.Errorf("%v: %s", err, msg)
+		}
+		return "", fmt.Errorf("%w: %s: %v", ErrNoTorch, Python(), err)
 	}
 	return strings.TrimSpace(string(out)), nil
 }
@@ -143,6 +147,9 @@ func startPython(ctx context.Context, name string, args ...string) (*pyProc, err
 		return nil, fmt.Errorf("workload: %s: %w", name, err)
 	}
 	if err := cmd.Start(); err != nil {
+		if errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w: %v", ErrNoTorch, err)
+		}
 		return nil, fmt.Errorf("workload: %s %s: %w", Python(), name, err)
 	}
 	p.cmd = cmd
