@@ -31,6 +31,10 @@
 //	make bench BENCH_FLAGS='-workloads dataloader'   # issue #18's PyTorch DataLoader
 //	bin/strata-bench -h                        # every flag; STRATA_BENCH_* env vars set defaults
 //
+// The times above predate the DataLoader workload, which adds 9 epochs
+// (3 phases × -repeat) per system and latency: of 2,000 JPEGs at full
+// scale, 500 at quick.
+//
 // Results go to stdout and to -out (results.md, results.json, chart.png);
 // progress goes to stderr. Data, the MinIO drive and logs stay in -workdir
 // and are reused by the next run with the same scale and seed.
