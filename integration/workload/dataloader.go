@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// DataLoaderOpts is one epoch of python/dataloader.py: torchvision's
-// ImageFolder over Root and a DataLoader with the standard ImageNet
-// transforms.
+// DataLoaderOpts configures python/dataloader.py: each epoch builds
+// torchvision's ImageFolder over Root and iterates a DataLoader with the
+// standard ImageNet transforms.
 type DataLoaderOpts struct {
 	Root string
 	// Workers is DataLoader's num_workers (default 8), BatchSize its
@@ -21,8 +21,6 @@ type DataLoaderOpts struct {
 	// Transform is "train" (RandomResizedCrop(224), flip; the default) or
 	// "eval" (Resize(256), CenterCrop(224)).
 	Transform string
-	// Seed seeds the shuffle and the augmentation (a new one per epoch).
-	Seed uint64
 	// MaxDuration stops the epoch early (0: none); the summary is then
 	// Truncated.
 	MaxDuration time.Duration
@@ -111,7 +109,8 @@ func StartDataLoader(ctx context.Context, o DataLoaderOpts) (*DataLoader, error)
 }
 
 // Epoch runs one epoch with its own shuffle and augmentation seed. An
-// epoch that ends early without MaxDuration is an error.
+// epoch that ends early without MaxDuration is an error. A DataLoader runs
+// one epoch at a time (not for concurrent use).
 func (d *DataLoader) Epoch(ctx context.Context, seed uint64) (DataLoaderResult, error) {
 	req, err := json.Marshal(map[string]any{"seed": seed, "max_seconds": d.o.MaxDuration.Seconds()})
 	if err != nil {
