@@ -160,6 +160,9 @@ func (p *Phases) measure(ctx context.Context, phase string, fs FS, rate rateFunc
 	row.Rate = rate(row.Summary)
 	if n > 1 {
 		row.Note = fmt.Sprintf("median of %d (%s–%s)", n, formatRate(rate(runs[0])), formatRate(rate(runs[n-1])))
+		for _, r := range runs {
+			row.Runs = append(row.Runs, rate(r))
+		}
 	}
 	if _, writes := p.wl.(Writer); fs != nil && before != nil && !writes {
 		if after, err := fs.Stats(ctx, time.Now()); err == nil && after != nil {

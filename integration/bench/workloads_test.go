@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -63,6 +64,9 @@ func TestRemountedPhase(t *testing.T) {
 	// Rates 64, 32 and 21.3 images/s: the median is 32.
 	if row.Rate != 32 || !strings.Contains(row.Note, "median of 3 (21.3–64.0)") {
 		t.Errorf("row %v: %q", row.Rate, row.Note)
+	}
+	if !reflect.DeepEqual(row.Runs, []float64{64.0 / 3, 32, 64}) {
+		t.Errorf("runs %v", row.Runs)
 	}
 	// Three sessions of 1 MiB each: all fetched, none from cache.
 	if !strings.Contains(row.Note, "0% from cache, fetched 3MiB") {
