@@ -7,7 +7,9 @@
 #   make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata'
 #
 # bench-tools installs what only the benchmark needs: toxiproxy (from the Go
-# module proxy, pinned) and the peers rclone and s3fs (Debian packages).
+# module proxy, pinned), the peers rclone and s3fs, and PyTorch for the
+# DataLoader workload (Debian packages: python3-torch, python3-torchvision
+# and python3-pil for /usr/bin/python3; about 280 packages, 1 GiB).
 
 TOXIPROXY_VERSION ?= v2.5.0
 BENCH_OUT         ?= $(CURDIR)/bench-results
@@ -26,6 +28,8 @@ $(BIN)/toxiproxy-server:
 
 bench-peers:
 	@missing=""; for p in rclone s3fs; do command -v $$p >/dev/null || missing="$$missing $$p"; done; \
+	/usr/bin/python3 -c 'import torch, torchvision, PIL' 2>/dev/null || \
+		missing="$$missing python3-torch python3-torchvision python3-pil"; \
 	if [ -n "$$missing" ]; then \
 		if [ "$$(id -u)" = 0 ]; then \
 			DEBIAN_FRONTEND=noninteractive apt-get install -y -q $$missing || \
@@ -35,8 +39,9 @@ bench-peers:
 
 bench-tools: $(BIN)/toxiproxy-server bench-peers
 
-# make test runs the peers' smoke tests (integration/workload, demo), where
-# a missing peer is a failure (STRATA_E2E=1): install them first.
+# make test runs the peers' and the DataLoader's smoke tests
+# (integration/workload, bench, demo), where a missing peer or PyTorch is a
+# failure (STRATA_E2E=1): install them first.
 test: bench-tools
 
 bench-bin:

@@ -27,6 +27,8 @@ type Scale struct {
 	Listing                  workload.ListingSpec
 	// CheckpointSize is the file the checkpoint workload writes.
 	CheckpointSize int64
+	// JPEGFolder is the PyTorch DataLoader workload's ImageFolder of JPEGs.
+	JPEGFolder workload.JPEGFolderSpec
 	// PhaseCap stops any single phase (rates are then over what was done).
 	PhaseCap time.Duration
 }
@@ -48,6 +50,7 @@ var scales = map[string]Scale{
 		RandProcs:   4, RandColdOps: 500, RandWarmOps: 5000,
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 100_000, Dirs: 10, SubDirs: 10, Size: 64},
 		CheckpointSize: 4096 * mib,
+		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 2000, Dirs: 20, MinSize: 100 * kib, MaxSize: 150 * kib},
 		PhaseCap:       3 * time.Minute,
 	},
 	"quick": {
@@ -60,6 +63,7 @@ var scales = map[string]Scale{
 		RandProcs:   4, RandColdOps: 100, RandWarmOps: 1000,
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 5000, Dirs: 5, SubDirs: 5, Size: 64},
 		CheckpointSize: 512 * mib,
+		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 500, Dirs: 10, MinSize: 100 * kib, MaxSize: 150 * kib},
 		PhaseCap:       time.Minute,
 	},
 	"tiny": {
@@ -72,6 +76,7 @@ var scales = map[string]Scale{
 		RandProcs:   2, RandColdOps: 20, RandWarmOps: 50,
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 120, Dirs: 2, SubDirs: 3, Size: 16},
 		CheckpointSize: 8 * mib,
+		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 64, Dirs: 4, MinSize: 100 * kib, MaxSize: 150 * kib},
 		PhaseCap:       30 * time.Second,
 	},
 }
@@ -215,5 +220,5 @@ func parseLatencies(s string) ([]time.Duration, error) {
 func (c Config) dataset() workload.Dataset {
 	s := c.Scale
 	return workload.Dataset{Seed: c.Seed, ImageFolder: &s.ImageFolder, WebDataset: &s.WebDataset,
-		BigFiles: &s.BigFile, Listing: &s.Listing}
+		BigFiles: &s.BigFile, Listing: &s.Listing, JPEGFolder: &s.JPEGFolder}
 }

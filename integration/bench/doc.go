@@ -6,9 +6,9 @@
 //
 // It owns the orchestration: scales and flags (config.go), the servers and
 // the uploaded dataset (env.go), the systems under test (systems.go), the
-// workloads and their phases (workloads.go, imagefolder.go, sequential.go,
-// random.go, listing.go, checkpoint.go; secondnode.go is the shared-tier
-// system), the results table with ratios and the issue #3
+// workloads and their phases (workloads.go, dataloader.go, imagefolder.go,
+// sequential.go, random.go, listing.go, checkpoint.go; secondnode.go is the
+// shared-tier system), the results table with ratios and the issue #3
 // targets (rows.go, table.go, targets.go) and the PNG chart (chart.go).
 // The reusable parts (datasets, reader processes, mounts, servers) live in
 // integration/workload.
@@ -28,13 +28,21 @@
 //	make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata -latencies 20ms'
 //	make bench BENCH_FLAGS='-backend gcs'      # the reads over fake-gcs-server (strata rows only)
 //	make bench BENCH_FLAGS='-workloads checkpoint'   # issue #5's write benchmark
+//	make bench BENCH_FLAGS='-workloads dataloader'   # issue #18's PyTorch DataLoader
 //	bin/strata-bench -h                        # every flag; STRATA_BENCH_* env vars set defaults
+//
+// The times above predate the DataLoader workload, which adds 9 epochs
+// (3 phases × -repeat) per system and latency: of 2,000 JPEGs at full
+// scale, 500 at quick.
 //
 // Results go to stdout and to -out (results.md, results.json, chart.png);
 // progress goes to stderr. Data, the MinIO drive and logs stay in -workdir
 // and are reused by the next run with the same scale and seed.
 //
 // Every timed read runs in separate reader processes (this binary
-// re-executed), with the page cache dropped before each phase. Nothing is
-// asserted: figures are printed.
+// re-executed; for the DataLoader, Debian's python3 running PyTorch), with
+// the page cache dropped before each phase (before each run of the
+// DataLoader's). A workload that needs more than the systems implements
+// Prerequisite: without it (PyTorch missing, say) it is skipped and the
+// report says why. Nothing is asserted: figures are printed.
 package main

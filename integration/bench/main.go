@@ -20,15 +20,17 @@ func main() {
 
 // Run is what one benchmark run produced.
 type Run struct {
-	Cfg      Config
-	Env      *Env
-	Results  *Results
-	Started  time.Time
-	Elapsed  time.Duration
-	Skipped  map[string]string // system -> why it did not run
-	Versions map[string]string
-	Commands map[string]string // system -> a mount command it used
-	Args     []string
+	Cfg     Config
+	Env     *Env
+	Results *Results
+	Started time.Time
+	Elapsed time.Duration
+	Skipped map[string]string // system -> why it did not run
+	// SkippedWorkloads says why a selected workload did not run.
+	SkippedWorkloads map[string]string
+	Versions         map[string]string
+	Commands         map[string]string // system -> a mount command it used
+	Args             []string
 	// LoadStart and LoadEnd are the load averages around the run.
 	LoadStart, LoadEnd string
 }
@@ -38,12 +40,13 @@ type Run struct {
 // progress. On cancellation it still reports what was measured.
 func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error) {
 	r := &Run{Cfg: cfg, Results: &Results{}, Started: time.Now(), Skipped: map[string]string{},
-		Versions: map[string]string{}, Commands: map[string]string{}, Args: os.Args[1:],
+		SkippedWorkloads: map[string]string{}, Versions: map[string]string{}, Commands: map[string]string{}, Args: os.Args[1:],
 		LoadStart: workload.LoadAverage()}
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(progress, "[%6s] %s\n", time.Since(r.Started).Round(time.Second), fmt.Sprintf(format, args...))
 	}
 	var wls []Workload
+	var notes []string
 	for _, w := range allWorkloads() {
 		if !contains(cfg.Workloads, w.Name()) {
 			continue
@@ -51,6 +54,15 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 		if _, writes := w.(Writer); writes && cfg.Backend == "gcs" {
 			logf("workload %s skipped: it checks the bucket with S3 requests (-backend s3 only)", w.Name())
 			continue
+		}
+		if pr, ok := w.(Prerequisite); ok {
+			note, err := pr.Prerequisites(ctx)
+			if err != nil {
+				r.SkippedWorkloads[w.Name()] = err.Error()
+				logf("workload %s skipped: %v", w.Name(), err)
+				continue
+			}
+			notes = append(notes, note)
 		}
 		wls = append(wls, w)
 	}
@@ -61,6 +73,7 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 	}
 	defer env.Close()
 	r.Env = env
+	env.Notes = append(env.Notes, notes...)
 
 	var systems []System
 	for _, s := range allSystems(cfg) {

@@ -33,7 +33,8 @@ func (r *Run) writeReport(out io.Writer) error {
 	}
 	js, err := json.MarshalIndent(map[string]any{
 		"started": r.Started, "elapsed_s": r.Elapsed.Seconds(), "scale": r.Cfg.Scale.Name,
-		"machine": r.machine(), "versions": r.Versions, "skipped": r.Skipped, "rows": r.Results.Rows,
+		"machine": r.machine(), "versions": r.Versions, "skipped": r.Skipped,
+		"skipped_workloads": r.SkippedWorkloads, "rows": r.Results.Rows,
 	}, "", "  ")
 	if err != nil {
 		return err
@@ -70,10 +71,15 @@ func (r *Run) markdown(w io.Writer) {
 		server = "one fake-gcs-server (gs://; MinIO only for the second node's shared tier)"
 	}
 	fmt.Fprintf(w, "- server: %s on the same machine; latency injected per response by toxiproxy (0 ms = the proxy alone)\n", server)
-	fmt.Fprintf(w, "- method: every phase starts with the page cache dropped (`echo 3 > /proc/sys/vm/drop_caches`); cold = empty client cache, warm = cache filled by the previous phase; warm phases (and all phases of local disk and the GET client) run %d times and the median run is shown; readers are separate processes; MB = 10^6 bytes; p50/p99 per file (per pread, per directory for listings)\n", r.Cfg.Repeat)
+	fmt.Fprintf(w, "- method: every phase starts with the page cache dropped (`echo 3 > /proc/sys/vm/drop_caches`); cold = empty client cache, warm = cache filled by the previous phase; warm phases (and all phases of local disk and the GET client, and every DataLoader phase) run %d times and the median run is shown; readers are separate processes; MB = 10^6 bytes; p50/p99 per file (per pread, per directory for listings, the wait per batch for the DataLoader)\n", r.Cfg.Repeat)
 	if r.Env != nil {
 		for _, n := range r.Env.Notes {
 			fmt.Fprintf(w, "- note: %s\n", n)
+		}
+	}
+	for _, name := range workloadNames() {
+		if why, ok := r.SkippedWorkloads[name]; ok {
+			fmt.Fprintf(w, "- workload %s: skipped: %s\n", name, why)
 		}
 	}
 	fmt.Fprintln(w)

@@ -18,6 +18,9 @@ type Row struct {
 	Unit    string           `json:"unit"`
 	Rate    float64          `json:"rate"`
 	Summary workload.Summary `json:"summary"`
+	// Runs are the rates of every run of a repeated phase, lowest first
+	// (Rate is their median).
+	Runs []float64 `json:"runs,omitempty"`
 	// Note carries facts such as the cache hit ratio.
 	Note string `json:"note,omitempty"`
 	// Err is set when the phase failed or could not run.

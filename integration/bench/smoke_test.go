@@ -45,12 +45,21 @@ func needTools(t *testing.T, names ...string) {
 	}
 }
 
-// smoke runs the benchmark at the tiny scale and returns its report.
+// smoke runs the benchmark at the tiny scale and returns its report. The
+// DataLoader (a Python process per epoch) has a test of its own: the others
+// run every other workload unless extra says -workloads.
 func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, string) {
 	t.Helper()
 	needTools(t, "minio", "toxiproxy-server")
 	dir := t.TempDir()
+	var wls []string
+	for _, w := range workloadNames() {
+		if w != (dataLoader{}).Name() {
+			wls = append(wls, w)
+		}
+	}
 	cfg, err := parseFlags(append([]string{"-scale", "tiny", "-systems", systems, "-latencies", latencies,
+		"-workloads", strings.Join(wls, ","),
 		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify", "-repeat", "2"}, extra...))
 	if err != nil {
 		t.Fatal(err)
@@ -62,6 +71,9 @@ func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, stri
 	t.Log(progress.String())
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out.String())
+	}
+	for w, why := range r.SkippedWorkloads {
+		testserver.SkipOrFail(t, "workload %s: %s", w, why)
 	}
 	for _, f := range []string{"results.md", "results.json", "chart.png"} {
 		if _, err := os.Stat(filepath.Join(cfg.OutDir, f)); err != nil {
@@ -175,5 +187,53 @@ func TestSmokeGCS(t *testing.T) {
 	}
 	if r.Skipped["rclone"] == "" || !strings.Contains(out, "fake-gcs-server") {
 		t.Errorf("rclone not reported skipped, or the server not named:\n%s", out)
+	}
+}
+
+// TestSmokeDataLoader runs the PyTorch DataLoader workload at the tiny
+// scale (64 JPEGs, one run per phase) on local disk and strata: real
+// torchvision ImageFolder epochs over the mount, cold, warm and after a
+// restart, with the rows, ratios and report the full benchmark makes.
+func TestSmokeDataLoader(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MinIO and toxiproxy, mounts and runs PyTorch")
+	}
+	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
+		testserver.SkipOrFail(t, "strata mount unavailable (run `make build`): %v", err)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
+	}
+	// smoke skips (fails under STRATA_E2E=1) when PyTorch is missing.
+	r, out := smoke(t, "local,strata", "0ms", "-workloads", "dataloader", "-repeat", "1")
+	spec := scales["tiny"].JPEGFolder
+	phases := map[string]int{}
+	for _, row := range r.Results.Rows {
+		if row.Err != "" {
+			t.Errorf("%s/%s/%s failed: %s", row.System, row.Phase, row.Latency, row.Err)
+			continue
+		}
+		phases[row.System]++
+		if row.Workload != "dataloader" || row.Unit != "images/s" || row.Rate <= 0 ||
+			row.Summary.Ops != int64(spec.Files) || row.Summary.Bytes <= int64(spec.Files)*spec.MinSize {
+			t.Errorf("row %+v: want every one of %d images of at least %d bytes", row, spec.Files, spec.MinSize)
+		}
+		if row.System == "strata" && !strings.Contains(row.Note, "from cache") {
+			t.Errorf("strata %s: no cache counters in %q", row.Phase, row.Note)
+		}
+	}
+	if phases["local"] != 3 || phases["strata"] != 3 {
+		t.Errorf("phases per system %v, want 3 (cold, warm, restarted)\n%s", phases, out)
+	}
+	for _, s := range []string{"### PyTorch DataLoader", "DataLoader runs", "torch"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("report lacks %q:\n%s", s, out)
+		}
+	}
+	// Strata's rows are compared with local disk.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "**strata**") && !strings.Contains(line, "×") {
+			t.Errorf("no ratio to local disk in %q", line)
+		}
 	}
 }

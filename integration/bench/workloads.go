@@ -38,9 +38,17 @@ type Writer interface {
 	Writable() bool
 }
 
+// Prerequisite is implemented by workloads that need more than the
+// systems (the DataLoader needs Python with PyTorch). Prerequisites
+// describes what it found for the report, or says why the workload cannot
+// run: it is then skipped and the report says why.
+type Prerequisite interface {
+	Prerequisites(ctx context.Context) (string, error)
+}
+
 // allWorkloads lists the workloads in report order.
 func allWorkloads() []Workload {
-	return []Workload{imageFolder{}, sequential{}, random{}, listing{}, checkpoint{}}
+	return []Workload{dataLoader{}, imageFolder{}, sequential{}, random{}, listing{}, checkpoint{}}
 }
 
 func workloadNames() []string {
@@ -79,53 +87,95 @@ func (p *Phases) Cold(ctx context.Context, phase string, fs FS, rate rateFunc, f
 	if p.sys.Role == RoleLocal || p.sys.Role == RoleReference {
 		n = p.env.Cfg.Repeat
 	}
-	return p.measure(ctx, phase, fs, rate, n, fn)
+	return p.measure(ctx, phase, fs, rate, n, nil, fn)
 }
 
 // Warm measures a phase that leaves the state it found (a warm cache): it
 // is repeated Config.Repeat times and the median run is reported.
 func (p *Phases) Warm(ctx context.Context, phase string, fs FS, rate rateFunc, fn phaseFunc) error {
-	return p.measure(ctx, phase, fs, rate, p.env.Cfg.Repeat, fn)
+	return p.measure(ctx, phase, fs, rate, p.env.Cfg.Repeat, nil, fn)
+}
+
+// resetFunc brings a system back to a phase's starting state before run
+// rep: a new mount, with the cache emptied (FS.Fresh) or kept
+// (FS.Restart).
+type resetFunc func(ctx context.Context, rep int) error
+
+// Remounted measures a phase whose every run starts on a mount of its own
+// (a cold epoch on an emptied cache, an epoch after a restart), Config.Repeat
+// times on every system: reset remounts before each run it is asked to
+// (untimed), and a run it leaves alone (the first cold epoch, say) must be
+// on a mount the workload has just opened. Cache counters are then read
+// after each run, over the mount's session.
+func (p *Phases) Remounted(ctx context.Context, phase string, fs FS, rate rateFunc, reset resetFunc, fn phaseFunc) error {
+	return p.measure(ctx, phase, fs, rate, p.env.Cfg.Repeat, reset, fn)
 }
 
 // measure runs a phase n times, each with the page cache dropped first,
-// reads cache counters (strata) around the runs, and records one row with
-// the median run, also on failure (the error is returned so that the
-// workload stops on this system).
-func (p *Phases) measure(ctx context.Context, phase string, fs FS, rate rateFunc, n int, fn phaseFunc) error {
+// reads cache counters (strata) around the runs (after each run, when a
+// reset remounts between runs), and records one row with the median run,
+// also on failure (the error is returned so that the workload stops on
+// this system).
+func (p *Phases) measure(ctx context.Context, phase string, fs FS, rate rateFunc, n int, reset resetFunc, fn phaseFunc) error {
 	n = max(n, 1)
-	var before *workload.CacheStats
-	if fs != nil {
+	var before, counted *workload.CacheStats
+	if fs != nil && reset == nil {
 		before, _ = fs.Stats(ctx, time.Now())
 	}
 	row := Row{Workload: p.wl.Name(), Phase: phase, Latency: p.lat, System: p.sys.Name, Role: p.sys.Role, Unit: p.wl.Unit()}
+	fail := func(s workload.Summary, err error) error {
+		row.Summary = s
+		row.Err = err.Error()
+		p.rows = append(p.rows, row)
+		p.logf("  %-8s %-5s %-22s FAILED: %v", p.sys.Name, p.lat, phase, err)
+		return fmt.Errorf("%s %s: %w", p.wl.Name(), phase, err)
+	}
 	var runs []workload.Summary
 	var read int64
+	var statsErr error
 	for i := 0; i < n; i++ {
+		if reset != nil {
+			if err := reset(ctx, i); err != nil {
+				return fail(workload.Summary{}, fmt.Errorf("remount: %w", err))
+			}
+		}
 		p.env.Drop()
 		s, err := fn(ctx, i)
 		if err != nil {
-			row.Summary = s
-			row.Err = err.Error()
-			p.rows = append(p.rows, row)
-			p.logf("  %-8s %-5s %-22s FAILED: %v", p.sys.Name, p.lat, phase, err)
-			return fmt.Errorf("%s %s: %w", p.wl.Name(), phase, err)
+			return fail(s, err)
 		}
 		runs = append(runs, s)
 		read += s.Bytes
+		if fs != nil && reset != nil && statsErr == nil {
+			// The session began with the run's mount: its counters are
+			// the run's.
+			var st *workload.CacheStats
+			if st, statsErr = fs.Stats(ctx, time.Now()); st != nil && statsErr == nil {
+				counted = addStats(counted, *st)
+			}
+		}
 	}
 	slices.SortStableFunc(runs, func(a, b workload.Summary) int { return cmp.Compare(rate(a), rate(b)) })
 	row.Summary = runs[len(runs)/2]
 	row.Rate = rate(row.Summary)
 	if n > 1 {
 		row.Note = fmt.Sprintf("median of %d (%s–%s)", n, formatRate(rate(runs[0])), formatRate(rate(runs[n-1])))
+		for _, r := range runs {
+			row.Runs = append(row.Runs, rate(r))
+		}
 	}
 	if _, writes := p.wl.(Writer); fs != nil && before != nil && !writes {
 		if after, err := fs.Stats(ctx, time.Now()); err == nil && after != nil {
-			row.Note = joinNote(row.Note, cacheNote(after.Sub(*before), read))
+			d := after.Sub(*before)
+			counted = &d
 		} else if err != nil {
-			row.Note = joinNote(row.Note, "stats: "+err.Error())
+			statsErr = err
 		}
+	}
+	if counted != nil {
+		row.Note = joinNote(row.Note, cacheNote(*counted, read))
+	} else if statsErr != nil {
+		row.Note = joinNote(row.Note, "stats: "+statsErr.Error())
 	}
 	row.Note = joinNote(row.Note, row.Summary.Note)
 	if row.Summary.Truncated {
@@ -134,6 +184,15 @@ func (p *Phases) measure(ctx context.Context, phase string, fs FS, rate rateFunc
 	p.rows = append(p.rows, row)
 	p.logf("  %-8s %-5s %-22s %10.1f %-9s %s", p.sys.Name, p.lat, phase, row.Rate, row.Unit, row.Summary)
 	return nil
+}
+
+// addStats adds a session's counters to a running total (nil: none yet).
+func addStats(total *workload.CacheStats, s workload.CacheStats) *workload.CacheStats {
+	if total == nil {
+		return &s
+	}
+	sum := total.Add(s)
+	return &sum
 }
 
 // Progress logs an untimed step.

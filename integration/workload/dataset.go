@@ -22,6 +22,7 @@ type Dataset struct {
 	WebDataset  *WebDatasetSpec  `json:"webdataset,omitempty"`
 	BigFiles    *BigFileSpec     `json:"bigfiles,omitempty"`
 	Listing     *ListingSpec     `json:"listing,omitempty"`
+	JPEGFolder  *JPEGFolderSpec  `json:"jpegfolder,omitempty"`
 }
 
 // ImageFolderSpec is torchvision ImageFolder style: Files samples of about
@@ -70,6 +71,7 @@ type fileKind uint8
 const (
 	kindRandom fileKind = iota // seeded random bytes
 	kindShard                  // a tar of seeded random samples
+	kindJPEG                   // a JPEG made by python/jpegfolder.py
 )
 
 // FileSpec is one planned file: its slash-separated path relative to the
@@ -87,6 +89,10 @@ type FileSpec struct {
 // only when it matches.
 func (d Dataset) Hash() string {
 	b, _ := json.Marshal(d)
+	if d.JPEGFolder != nil {
+		// Another generator makes other pictures.
+		b = append(b, scriptHash(jpegScript)...)
+	}
 	sum := sha256.Sum256(b)
 	return hex.EncodeToString(sum[:8])
 }
@@ -159,6 +165,17 @@ func (d Dataset) Plan() ([]FileSpec, error) {
 			out = append(out, FileSpec{Path: p, Size: s.Size})
 		}
 	}
+	if s := d.JPEGFolder; s != nil {
+		pfx, err := add(s.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		files, err := s.plan(pfx)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, files...)
+	}
 	return out, nil
 }
 
@@ -177,6 +194,9 @@ func (d Dataset) Prefixes() []string {
 	}
 	if d.Listing != nil {
 		out = append(out, strings.Trim(d.Listing.Prefix, "/"))
+	}
+	if d.JPEGFolder != nil {
+		out = append(out, strings.Trim(d.JPEGFolder.Prefix, "/"))
 	}
 	return out
 }

@@ -3,9 +3,12 @@
 //
 //   - Datasets (dataset.go, generate.go): deterministic trees generated from a
 //     seed: ImageFolder-like small files in class directories,
-//     WebDataset-like tar shards, one big random-access file, and a
-//     listing tree of many tiny objects. The same seed gives the same bytes
-//     on every machine; a manifest records size and sha256 of every file.
+//     WebDataset-like tar shards, one big random-access file, a listing
+//     tree of many tiny objects, and a JPEG ImageFolder made by
+//     Python (jpegfolder.go, python/jpegfolder.py: PIL, ImageNet-like sizes,
+//     100-150 KiB). The same seed gives the same bytes on every machine (the
+//     JPEGs: with the same libjpeg); a manifest records size and sha256 of
+//     every file.
 //   - Servers (servers.go, toxiproxy.go): MinIO, fake-gcs-server and
 //     toxiproxy started as child processes (proc.go) from the repository's
 //     ./bin, for standalone programs (Go tests elsewhere use
@@ -21,13 +24,19 @@
 //     re-executed with a hidden worker argument (MaybeRunWorker must be the
 //     first thing main and TestMain do). Per-operation latency is recorded
 //     and summarised (stats.go) as p50/p99, files/s, MB/s and ops/s.
+//   - The PyTorch DataLoader (dataloader.go, python.go,
+//     python/dataloader.py): torchvision's ImageFolder and a DataLoader run
+//     by /usr/bin/python3 (or $STRATA_BENCH_PYTHON) in a process of its own
+//     that runs an epoch per request; the Python programs are embedded in
+//     the binary and run in their own process group.
 //   - The plain ranged-GET client (getclient.go), the reference for what the
 //     server can deliver, and machine facts (machine.go, pagecache.go).
 //
 // MB means 10^6 bytes throughout (as fio reports); MiB means 2^20.
 //
-// Locking: Proc's mutex guards its exit status only; Generate, Upload and
-// the GET client collect results under short function-local mutexes. No
-// lock is ever held across I/O or while waiting on a process, and there is
-// no lock order to respect.
+// Locking: Proc's mutex guards its exit status only, a Python program's
+// stderr buffer's mutex that buffer (written by exec's copying goroutine);
+// Generate, Upload and the GET client collect results under short
+// function-local mutexes. No lock is ever held across I/O or while waiting
+// on a process, and there is no lock order to respect.
 package workload

@@ -90,6 +90,9 @@ func (d Dataset) Parts() []Dataset {
 	if d.Listing != nil {
 		out = append(out, Dataset{Seed: d.Seed, Listing: d.Listing})
 	}
+	if d.JPEGFolder != nil {
+		out = append(out, Dataset{Seed: d.Seed, JPEGFolder: d.JPEGFolder})
+	}
 	return out
 }
 
@@ -111,6 +114,9 @@ func generatePart(ctx context.Context, dir string, d Dataset, progress func(done
 	_ = os.Remove(mpath)
 	if err := os.RemoveAll(filepath.Join(dir, filepath.FromSlash(prefix))); err != nil {
 		return nil, fmt.Errorf("workload: generate: %w", err)
+	}
+	if d.JPEGFolder != nil {
+		return generateJPEGs(ctx, dir, d, plan, mpath, progress)
 	}
 
 	var total int64
@@ -169,17 +175,24 @@ feed:
 		return nil, fmt.Errorf("workload: generate: %w", err)
 	}
 	m := &Manifest{SpecHash: d.Hash(), Files: entries}
-	b, err := json.Marshal(m)
-	if err != nil {
+	if err := saveManifest(mpath, m); err != nil {
 		return nil, err
-	}
-	if err := os.WriteFile(mpath, b, 0o644); err != nil {
-		return nil, fmt.Errorf("workload: write manifest: %w", err)
 	}
 	if progress != nil {
 		progress(total, total)
 	}
 	return m, nil
+}
+
+func saveManifest(path string, m *Manifest) error {
+	b, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		return fmt.Errorf("workload: write manifest: %w", err)
+	}
+	return nil
 }
 
 func loadManifest(path string) (*Manifest, error) {

@@ -69,6 +69,22 @@ func (c CacheStats) Sub(earlier CacheStats) CacheStats {
 	return d
 }
 
+// Add returns the session counters of c plus those of other (the
+// activity of two mounts of one cache, one after the other); the cache's
+// size is c's.
+func (c CacheStats) Add(other CacheStats) CacheStats {
+	d := c
+	d.Session.HitBytes += other.Session.HitBytes
+	d.Session.MissBytes += other.Session.MissBytes
+	d.Session.PrefetchHitBytes += other.Session.PrefetchHitBytes
+	d.Session.FetchedBytes += other.Session.FetchedBytes
+	d.Session.HitOps += other.Session.HitOps
+	d.Session.MissOps += other.Session.MissOps
+	d.Session.Opens += other.Session.Opens
+	d.Session.PassthroughOpens += other.Session.PassthroughOpens
+	return d
+}
+
 // StrataStats runs `strata cache stats --cache-dir dir --json`.
 func StrataStats(ctx context.Context, bin, cacheDir string) (CacheStats, error) {
 	var cs CacheStats
