@@ -144,7 +144,7 @@ type Fetcher struct {
 	log    *slog.Logger
 	sched  *scheduler
 	stats  Stats
-	health breaker
+	health *backend.Breaker
 
 	mu       sync.Mutex
 	inflight map[blockKey]*flight
@@ -163,7 +163,7 @@ func New(be backend.Backend, budget *Budget, opts Options) *Fetcher {
 	opts.Attempts = max(opts.Attempts, 1)
 	opts.PartBlocks = max(opts.PartBlocks, 1)
 	f := &Fetcher{be: be, budget: budget, opts: opts, log: opts.Logger, inflight: map[blockKey]*flight{}}
-	f.health = breaker{cooldown: time.Second, now: time.Now}
+	f.health = backend.NewBreaker(time.Second, nil, nil)
 	f.sched = newScheduler(opts.MaxFetches, f.run)
 	return f
 }
@@ -364,13 +364,13 @@ func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (next int, progressed, 
 	ctx, cancel := context.WithTimeout(context.Background(), f.opts.RequestTimeout)
 	defer cancel()
 	k := o.Key()
-	probe, err := f.health.allow()
+	probe, err := f.health.Allow()
 	if err != nil {
 		return from, false, false, err
 	}
-	sent := f.health.now()
+	sent := f.health.Now()
 	body, err := f.readRange(ctx, cancel, k, start, end-start)
-	f.health.done(probe, sent, err)
+	f.health.Done(probe, sent, err)
 	if err != nil {
 		return from, false, false, err
 	}

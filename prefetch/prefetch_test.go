@@ -288,37 +288,11 @@ func TestBreakerFailsFastWhileDown(t *testing.T) {
 	if el := time.Since(start); el > 250*time.Millisecond || e.be.gets.Load() != gets {
 		t.Fatalf("reads while down took %v and %d GETs; want fast failures, no GETs", el, e.be.gets.Load()-gets)
 	}
-	waitIdle(t, e.f) // readahead sent while down has failed by now
-	e.f.health.mu.Lock()
-	e.f.health.since = time.Now().Add(-time.Minute) // cooldown over: the next fetch probes
-	e.f.health.mu.Unlock()
+	waitIdle(t, e.f)    // readahead sent while down has failed by now
+	e.f.health.Expire() // cooldown over: the next fetch probes
 	e.be.down.Store(false)
 	if _, err := r.ReadAt(context.Background(), buf, 7*bs); err != nil {
 		t.Fatalf("read after recovery: %v", err)
-	}
-}
-
-// A fetch sent while the backend was down and failing after it came back
-// must not reopen the breaker.
-func TestBreakerIgnoresStaleFailures(t *testing.T) {
-	now := time.Unix(1000, 0)
-	b := breaker{cooldown: time.Second, now: func() time.Time { return now }}
-	sentWhileDown := now
-	b.done(false, now, backend.ErrUnavailable)
-	now = now.Add(2 * time.Second)
-	probe, err := b.allow()
-	if !probe || err != nil {
-		t.Fatalf("after cooldown: probe=%v err=%v", probe, err)
-	}
-	b.done(probe, now, nil)
-	now = now.Add(time.Millisecond)
-	b.done(false, sentWhileDown, backend.ErrUnavailable)
-	if _, err := b.allow(); err != nil {
-		t.Fatalf("a stale failure reopened the breaker: %v", err)
-	}
-	b.done(false, now, backend.ErrUnavailable)
-	if _, err := b.allow(); !errors.Is(err, backend.ErrUnavailable) {
-		t.Fatalf("a fresh failure did not open the breaker: %v", err)
 	}
 }
 

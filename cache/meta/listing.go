@@ -1,6 +1,7 @@
 package meta
 
 import (
+	"context"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -214,7 +215,7 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	var err error
 	for token := ""; ; {
 		var page backend.ListPage
-		page, err = c.be.List(ctx, ds.dir, backend.ListOptions{Token: token})
+		page, err = c.listPage(ctx, ds.dir, token)
 		if err != nil {
 			err = fmt.Errorf("meta: list %q: %w", ds.dir, err)
 			break
@@ -300,4 +301,16 @@ func toRecord(e Entry) index.EntryRecord {
 
 func fromRecord(name string, r index.EntryRecord) Entry {
 	return Entry{Name: name, Dir: r.Kind == index.KindDir, Size: r.Size, MTime: r.MTime, Version: r.Version}
+}
+
+// listPage fetches one page of dir's listing, unless the backend is known
+// to be down (the breaker answers with its error at once).
+func (c *Cache) listPage(ctx context.Context, dir, token string) (backend.ListPage, error) {
+	sent, err := c.allowBackend()
+	if err != nil {
+		return backend.ListPage{}, err
+	}
+	page, err := c.be.List(ctx, dir, backend.ListOptions{Token: token})
+	c.health.Done(false, sent, err)
+	return page, err
 }

@@ -291,3 +291,48 @@ func TestMemoryBoundDemotesToIndex(t *testing.T) {
 		t.Fatalf("demoted listing refetched (%d calls)", n)
 	}
 }
+
+// TestLookupsFailFastWhileTheBackendIsDown: once a lookup has found the
+// backend unreachable, the next ones do not wait for it again: names the
+// cache knows answer from it (stale), others fail at once, and the backend
+// is not asked until a probe after the cooldown finds it back.
+func TestLookupsFailFastWhileTheBackendIsDown(t *testing.T) {
+	be := newFake(100, "d/known", "d/a", "d/b", "d/c")
+	clk := &testClock{}
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, clk)
+	ctx := context.Background()
+	if _, err := c.Lookup(ctx, "d/", "known"); err != nil {
+		t.Fatal(err)
+	}
+	clk.ns.Add(int64(2 * time.Minute)) // every cached answer is stale now
+	be.down.Store(true)
+	if _, err := c.Lookup(ctx, "d/", "a"); !errors.Is(err, backend.ErrUnavailable) {
+		t.Fatalf("first lookup while down: %v", err)
+	}
+	calls := be.stats.Load() + be.lists.Load()
+	for _, name := range []string{"b", "c", "b"} {
+		if _, err := c.Lookup(ctx, "d/", name); !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("lookup of %s while down: %v", name, err)
+		}
+	}
+	if e, err := c.Lookup(ctx, "d/", "known"); err != nil || e.Name != "known" {
+		t.Fatalf("a known name while down: %+v %v (want the cached entry)", e, err)
+	}
+	if n := be.stats.Load() + be.lists.Load() - calls; n != 0 {
+		t.Fatalf("%d backend calls while it is known to be down, want 0", n)
+	}
+	be.down.Store(false)
+	clk.ns.Add(int64(2 * time.Second)) // the cooldown is over: a probe goes out in the background
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		_, err := c.Lookup(ctx, "d/", "b")
+		if err == nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("lookup after the backend came back: %v", err)
+		}
+	}
+	if _, err := c.Lookup(ctx, "d/", "c"); err != nil {
+		t.Fatalf("second lookup after the backend came back: %v", err)
+	}
+}

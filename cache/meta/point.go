@@ -82,6 +82,11 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 // probe asks the backend about key: a HEAD and a one-key LIST of key+"/"
 // at once. A directory wins over a file of the same name (logged once).
 func (c *Cache) probe(ctx context.Context, key string) (info backend.ObjectInfo, isDir, isFile bool, err error) {
+	sent, err := c.allowBackend()
+	if err != nil {
+		return info, false, false, err
+	}
+	defer func() { c.health.Done(false, sent, err) }()
 	var (
 		wg      sync.WaitGroup
 		statErr error

@@ -251,6 +251,27 @@ func (m *MinIO) makeBucket(name string) (retry bool, err error) {
 	return false, nil
 }
 
+// DeleteBucket removes bucket name and everything in it (MinIO's force
+// delete), as a user deleting it under a live mount would.
+func (m *MinIO) DeleteBucket(name string) error {
+	req, err := http.NewRequest(http.MethodDelete, m.Endpoint+"/"+name, nil)
+	if err != nil {
+		return err
+	}
+	signV4(req, m.AccessKey, m.SecretKey, m.Region, time.Now())
+	req.Header.Set("x-minio-force-delete", "true")
+	resp, err := (&http.Client{Timeout: 30 * time.Second}).Do(req)
+	if err != nil {
+		return fmt.Errorf("delete bucket %s: %w", name, err)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusNoContent && resp.StatusCode != http.StatusOK {
+		body, _ := io.ReadAll(io.LimitReader(resp.Body, 4096))
+		return fmt.Errorf("delete bucket %s: %s: %s", name, resp.Status, bytes.TrimSpace(body))
+	}
+	return nil
+}
+
 // Log returns the server's log so far, for failure messages.
 func (m *MinIO) Log() string { return m.logTail(1 << 20) }
 
