@@ -27,7 +27,7 @@
 //	make bench-quick                           # small scale (about 6 min)
 //	make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata -latencies 20ms'
 //	make bench BENCH_FLAGS='-backend gcs'      # the reads over fake-gcs-server (strata rows only)
-//	make bench BENCH_FLAGS='-workloads checkpoint'   # issue #5's write benchmark
+//	make bench BENCH_FLAGS='-workloads checkpoint'   # torch.save and Hugging Face checkpoints (issues #13, #18)
 //	make bench BENCH_FLAGS='-workloads dataloader'   # issue #18's PyTorch DataLoader
 //	bin/strata-bench -h                        # every flag; STRATA_BENCH_* env vars set defaults
 //

@@ -2,8 +2,11 @@ package workload
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"os"
 	"time"
@@ -102,4 +105,79 @@ func WaitObject(ctx context.Context, c *s3.Client, bucket, key string, size int6
 		case <-time.After(20 * time.Millisecond):
 		}
 	}
+}
+
+// WaitObjects polls the bucket until the objects under prefix are exactly
+// want (key to size; "dir/" markers of a wanted object's directories are
+// allowed) and returns when it first saw them so.
+func WaitObjects(ctx context.Context, c *s3.Client, bucket, prefix string, want map[string]int64, timeout time.Duration) (time.Time, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	var diff error
+	for {
+		got, err := listSizes(ctx, c, bucket, prefix)
+		if err == nil {
+			if diff = objectsDiffer(got, want); diff == nil {
+				return time.Now(), nil
+			}
+		} else {
+			diff = err
+		}
+		select {
+		case <-ctx.Done():
+			return time.Time{}, fmt.Errorf("s3://%s/%s never held exactly the %d objects wanted in %s: %w",
+				bucket, prefix, len(want), timeout, errors.Join(ctx.Err(), diff))
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+func listSizes(ctx context.Context, c *s3.Client, bucket, prefix string) (map[string]int64, error) {
+	got := map[string]int64{}
+	p := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket), Prefix: aws.String(prefix)})
+	for p.HasMorePages() {
+		page, err := p.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("list s3://%s/%s: %w", bucket, prefix, err)
+		}
+		for _, o := range page.Contents {
+			got[aws.ToString(o.Key)] = aws.ToInt64(o.Size)
+		}
+	}
+	return got, nil
+}
+
+// objectsDiffer says how got differs from want (nil: it does not).
+func objectsDiffer(got, want map[string]int64) error {
+	dirs := map[string]bool{}
+	for k, size := range want {
+		if g, ok := got[k]; !ok || g != size {
+			return fmt.Errorf("%s: %d bytes (present %v), want %d", k, g, ok, size)
+		}
+		for i := range k {
+			if k[i] == '/' {
+				dirs[k[:i+1]] = true
+			}
+		}
+	}
+	for k := range got {
+		if _, ok := want[k]; !ok && !dirs[k] {
+			return fmt.Errorf("unwanted object %s", k)
+		}
+	}
+	return nil
+}
+
+// ObjectSHA256 reads an object and returns its sha256 (hex).
+func ObjectSHA256(ctx context.Context, c *s3.Client, bucket, key string) (string, error) {
+	out, err := c.GetObject(ctx, &s3.GetObjectInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return "", fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
+	}
+	defer out.Body.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, out.Body); err != nil {
+		return "", fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
+	}
+	return hex.EncodeToString(h.Sum(nil)), nil
 }
