@@ -239,11 +239,13 @@ func TestSmokeDataLoader(t *testing.T) {
 
 // TestSmokeCheckpoint runs the checkpoint workload at the tiny scale (a
 // 16 MiB state dict, one run per phase) on local disk, strata (default
-// flags, --upload sync), strata --upload async and rclone: the real
+// flags, --upload sync) and strata --upload async: the real
 // torch.save, torch.load and the Hugging Face Trainer's save through the
 // mounts, the bench polling the bucket until it holds the objects whole
 // (exactly the right ones for the Trainer's pattern), and s3fs's row
-// saying why it does not run.
+// saying why it does not run. rclone runs the same code as the strata
+// rows; it is left out here because its 5 s write-back delay, paid at
+// every step, would double the test's time.
 func TestSmokeCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MinIO and toxiproxy, mounts and runs PyTorch")
@@ -255,7 +257,7 @@ func TestSmokeCheckpoint(t *testing.T) {
 		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
 	}
 	// smoke skips (fails under STRATA_E2E=1) when PyTorch is missing.
-	r, out := smoke(t, "local,strata,"+asyncName+",rclone,s3fs", "0ms", "-workloads", "checkpoint", "-repeat", "1")
+	r, out := smoke(t, "local,strata,"+asyncName+",s3fs", "0ms", "-workloads", "checkpoint", "-repeat", "1")
 	for s, why := range r.Skipped {
 		testserver.SkipOrFail(t, "system %s: %s", s, why)
 	}
@@ -282,7 +284,7 @@ func TestSmokeCheckpoint(t *testing.T) {
 	}
 	local := []string{phaseSave, phaseLoad, phaseHFWrite, phaseHFRename, phaseHFRmtree}
 	mount := []string{phaseSave, phaseSaveBucket, phaseLoad, phaseHFWrite, phaseHFRename, phaseHFRmtree, phaseHFBucket}
-	want := map[string][]string{"local": local, "strata": mount, asyncName: mount, "rclone": mount, "s3fs": {"(all)"}}
+	want := map[string][]string{"local": local, "strata": mount, asyncName: mount, "s3fs": {"(all)"}}
 	for s, ph := range want {
 		if strings.Join(phases[s], ",") != strings.Join(ph, ",") {
 			t.Errorf("%s phases %v, want %v\n%s", s, phases[s], ph, out)
