@@ -123,8 +123,9 @@ func TestSmokeBaselines(t *testing.T) {
 	}
 }
 
-// TestSmokeStrata runs every workload but the PyTorch ones on strata, and
-// the reads on strata as a second node of a shared cache tier, at the tiny
+// TestSmokeStrata runs every workload but the PyTorch ones on strata (its
+// default flags), the reads on strata as a second node of a shared cache
+// tier, and the listing on strata --metadata-ttl indefinite, at the tiny
 // scale. It is
 // skipped only when the strata binary is missing or has no mount command.
 func TestSmokeStrata(t *testing.T) {
@@ -137,7 +138,7 @@ func TestSmokeStrata(t *testing.T) {
 	if _, err := os.Stat("/dev/fuse"); err != nil {
 		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
 	}
-	r, out := smoke(t, "local,strata,"+secondNodeName, "0ms")
+	r, out := smoke(t, "local,strata,"+secondNodeName+","+indefiniteName, "0ms")
 	n := map[string]int{}
 	for _, row := range r.Results.Rows {
 		if row.System == "local" {
@@ -148,9 +149,18 @@ func TestSmokeStrata(t *testing.T) {
 			t.Errorf("%s/%s/%s/%s failed: %s", row.System, row.Workload, row.Phase, row.Latency, row.Err)
 		}
 	}
-	// strata: 3 + 2 + 4 + 2 phases; the second node the reads (3 + 2 + 4).
-	if n["strata"] != 11 || n[secondNodeName] != 9 || len(n) != 2 {
-		t.Errorf("rows %v, want 11 and 9 (one per phase)\n%s", n, out)
+	// strata: 3 + 2 + 4 + 2 phases; the second node the reads (3 + 2 + 4);
+	// --metadata-ttl indefinite the listing's 2, labelled apart.
+	if n["strata"] != 11 || n[secondNodeName] != 9 || n[indefiniteName] != 2 || len(n) != 3 {
+		t.Errorf("rows %v, want 11, 9 and 2 (one per phase)\n%s", n, out)
+	}
+	if !strings.Contains(out, "**strata (--metadata-ttl indefinite)**") {
+		t.Errorf("no row labelled strata (--metadata-ttl indefinite):\n%s", out)
+	}
+	for name, c := range r.Commands {
+		if indef := strings.Contains(c, "--metadata-ttl indefinite"); indef != (name == indefiniteName) {
+			t.Errorf("%s mounted as %s", name, c)
+		}
 	}
 	if !strings.Contains(out, "### Targets of issues #3, #9 and #13") {
 		t.Error("no targets table")

@@ -96,6 +96,7 @@ func allSystems(cfg Config) []System {
 			}},
 		withGCS(mountSystem(strata, RoleSubject, strata.Available, strata.Version, true)),
 		asyncSystem(cfg),
+		indefiniteSystem(cfg),
 		secondNodeSystem(cfg),
 		mountSystem(&workload.Rclone{Flags: cfg.RcloneFlags}, RolePeer, nil, (&workload.Rclone{}).Version, false),
 		s3fsSystem(),
@@ -116,6 +117,21 @@ func asyncSystem(cfg Config) System {
 		return m.Version(ctx) + ", --upload async"
 	}, true)
 	s.Name, s.Runs = asyncName, only("checkpoint")
+	return s
+}
+
+// indefiniteName is strata with --metadata-ttl indefinite (listings and
+// lookups trusted for the cache's life), labelled apart from strata's
+// default rows: only the listing runs on it, where the flag is the point
+// (a remount lists from the cache).
+const indefiniteName = "strata-indefinite"
+
+func indefiniteSystem(cfg Config) System {
+	m := &workload.Strata{Flags: append(append([]string{}, cfg.StrataFlags...), "--metadata-ttl", "indefinite")}
+	s := mountSystem(m, RoleSubject, m.Available, func(ctx context.Context) string {
+		return m.Version(ctx) + ", --metadata-ttl indefinite"
+	}, true)
+	s.Name, s.Runs, s.GCS = indefiniteName, only("listing"), true
 	return s
 }
 
