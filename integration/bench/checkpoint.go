@@ -175,5 +175,46 @@ func (c *ckptRun) torchSave(ctx context.Context) error {
 	return c.p.Cold(ctx, phaseLoad, c.fs, mbPerSecond, load)
 }
 
-// RunClient: the GET client does not write.
-func (checkpoint) RunClient(context.Context, *Phases, *workload.GetClient) error { return nil }
+// Strata's upload defaults (backend/s3 DefaultOptions): the reference
+// upload sends the same parts with the same concurrency.
+const (
+	refPartSize = 16 << 20
+	refParts    = 8
+)
+
+// RunClient is the reference for "torch.save → in bucket": the same
+// torch.save file, written to local disk first (untimed), sent as one plain
+// multipart upload of 16 MiB parts, 8 in flight (Strata's defaults), timed
+// until CompleteMultipartUpload answered.
+func (w checkpoint) RunClient(ctx context.Context, p *Phases, g *workload.GetClient) error {
+	e := p.Env()
+	size, seed := e.Cfg.Scale.CheckpointSize, e.Cfg.Seed
+	py, err := workload.StartCheckpointer(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if err := py.Close(); err != nil {
+			p.Progress("checkpoint.py exit: %v", err)
+		}
+	}()
+	dir, err := os.MkdirTemp(e.Cfg.WorkDir, "ckpt-ref-")
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	defer os.RemoveAll(dir)
+	path := filepath.Join(dir, "ckpt.pt")
+	r, err := py.Save(ctx, path, size, seed, false)
+	if err != nil {
+		return err
+	}
+	prefix := w.Prefix(e.Cfg.Scale)
+	return p.Cold(ctx, phaseSaveBucket, nil, mbPerSecond, func(ctx context.Context, rep int) (workload.Summary, error) {
+		key := fmt.Sprintf("%s/ckpt-ref-%s-%d-%d.pt", prefix, p.lat, rep, time.Now().UnixNano())
+		start := time.Now()
+		err := workload.MultipartUpload(ctx, g.S3, g.Bucket, key, path, refPartSize, refParts)
+		d := time.Since(start)
+		return timed(r.Bytes, d, fmt.Sprintf("plain multipart upload of the torch.save file, %d MiB parts, %d in flight: %s",
+			refPartSize>>20, refParts, workload.FormatLatency(d))), err
+	})
+}

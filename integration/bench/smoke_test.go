@@ -253,7 +253,8 @@ func TestSmokeDataLoader(t *testing.T) {
 // torch.save, torch.load and the Hugging Face Trainer's save through the
 // mounts, the bench polling the bucket until it holds the objects whole
 // (exactly the right ones for the Trainer's pattern), and s3fs's row
-// saying why it does not run. rclone runs the same code as the strata
+// saying why it does not run, and the GET client's plain multipart
+// upload of the same file as the in-bucket reference. rclone runs the same code as the strata
 // rows; it is left out here because its 5 s write-back delay, paid at
 // every step, would double the test's time.
 func TestSmokeCheckpoint(t *testing.T) {
@@ -267,7 +268,7 @@ func TestSmokeCheckpoint(t *testing.T) {
 		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
 	}
 	// smoke skips (fails under STRATA_E2E=1) when PyTorch is missing.
-	r, out := smoke(t, "local,strata,"+asyncName+",s3fs", "0ms", "-workloads", "checkpoint", "-repeat", "1")
+	r, out := smoke(t, "local,strata,"+asyncName+",s3fs,get", "0ms", "-workloads", "checkpoint", "-repeat", "1")
 	for s, why := range r.Skipped {
 		testserver.SkipOrFail(t, "system %s: %s", s, why)
 	}
@@ -294,13 +295,14 @@ func TestSmokeCheckpoint(t *testing.T) {
 	}
 	local := []string{phaseSave, phaseLoad, phaseHFWrite, phaseHFRename, phaseHFRmtree}
 	mount := []string{phaseSave, phaseSaveBucket, phaseLoad, phaseHFWrite, phaseHFRename, phaseHFRmtree, phaseHFBucket}
-	want := map[string][]string{"local": local, "strata": mount, asyncName: mount, "s3fs": {"(all)"}}
+	want := map[string][]string{"local": local, "strata": mount, asyncName: mount, "s3fs": {"(all)"}, "get": {phaseSaveBucket}}
 	for s, ph := range want {
 		if strings.Join(phases[s], ",") != strings.Join(ph, ",") {
 			t.Errorf("%s phases %v, want %v\n%s", s, phases[s], ph, out)
 		}
 	}
-	for _, s := range []string{"### Checkpoints as trainers write them", "checkpoints are written by", "async torch.save close"} {
+	for _, s := range []string{"### Checkpoints as trainers write them", "checkpoints are written by", "async torch.save close",
+		"sync torch.save until whole in the bucket", "plain multipart upload"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("report lacks %q:\n%s", s, out)
 		}

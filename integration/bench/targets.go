@@ -44,6 +44,8 @@ func targets() []Target {
 			Phase: phaseSave, Against: local, Bar: 0.9, System: asyncName},
 		{Desc: "async Hugging Face checkpoint writes ≥ 0.9× local disk writes+fsync", Workload: "checkpoint",
 			Phase: phaseHFWrite, Against: local, Bar: 0.9, System: asyncName},
+		{Desc: "sync torch.save until whole in the bucket ≥ 0.9× a plain multipart upload of the file", Workload: "checkpoint",
+			Phase: phaseSaveBucket, Against: ref, Bar: 0.9},
 		// Issue #9: a second node on a warm shared tier against the origin.
 		{Desc: "second node (warm shared tier) cold ImageFolder epoch faster than origin-cold", Workload: "imagefolder",
 			Phase: phaseCold, Against: system(subjectName, phaseCold), Bar: 1, System: secondNodeName},

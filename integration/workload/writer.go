@@ -9,10 +9,12 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
 )
 
 // WriteResult times one file written the way a training loop saves a
@@ -180,4 +182,58 @@ func ObjectSHA256(ctx context.Context, c *s3.Client, bucket, key string) (string
 		return "", fmt.Errorf("get s3://%s/%s: %w", bucket, key, err)
 	}
 	return hex.EncodeToString(h.Sum(nil)), nil
+}
+
+// MultipartUpload uploads the file at path to key the plain way: one
+// multipart upload of partSize parts, conc of them in flight, and returns
+// when CompleteMultipartUpload has answered.
+func MultipartUpload(ctx context.Context, c *s3.Client, bucket, key, path string, partSize int64, conc int) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", path, err)
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil {
+		return fmt.Errorf("upload %s: %w", path, err)
+	}
+	mu, err := c.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key)})
+	if err != nil {
+		return fmt.Errorf("upload s3://%s/%s: %w", bucket, key, err)
+	}
+	n := int((fi.Size() + partSize - 1) / partSize)
+	parts := make([]types.CompletedPart, n)
+	errs := make([]error, n)
+	sem := make(chan struct{}, max(conc, 1))
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		sem <- struct{}{}
+		go func() {
+			defer func() { <-sem; wg.Done() }()
+			off := int64(i) * partSize
+			size := min(partSize, fi.Size()-off)
+			num := int32(i + 1)
+			out, err := c.UploadPart(ctx, &s3.UploadPartInput{Bucket: aws.String(bucket), Key: aws.String(key),
+				UploadId: mu.UploadId, PartNumber: aws.Int32(num), ContentLength: aws.Int64(size),
+				Body: io.NewSectionReader(f, off, size)})
+			if err != nil {
+				errs[i] = fmt.Errorf("part %d: %w", num, err)
+				return
+			}
+			parts[i] = types.CompletedPart{ETag: out.ETag, PartNumber: aws.Int32(num)}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		_, _ = c.AbortMultipartUpload(context.WithoutCancel(ctx), &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket),
+			Key: aws.String(key), UploadId: mu.UploadId})
+		return fmt.Errorf("upload s3://%s/%s: %w", bucket, key, err)
+	}
+	_, err = c.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{Bucket: aws.String(bucket), Key: aws.String(key),
+		UploadId: mu.UploadId, MultipartUpload: &types.CompletedMultipartUpload{Parts: parts}})
+	if err != nil {
+		return fmt.Errorf("upload s3://%s/%s: complete: %w", bucket, key, err)
+	}
+	return nil
 }
