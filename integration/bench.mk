@@ -8,7 +8,7 @@
 #
 # bench-tools installs what only the benchmark needs: toxiproxy (from the Go
 # module proxy, pinned), the peers rclone and s3fs, and PyTorch for the
-# DataLoader workload (Debian packages: python3-torch, python3-torchvision
+# DataLoader and checkpoint workloads (Debian packages: python3-torch, python3-torchvision
 # and python3-pil for /usr/bin/python3; about 280 packages, 1 GiB).
 
 TOXIPROXY_VERSION ?= v2.5.0
@@ -39,7 +39,7 @@ bench-peers:
 
 bench-tools: $(BIN)/toxiproxy-server bench-peers
 
-# make test runs the peers' and the DataLoader's smoke tests
+# make test runs the peers', the DataLoader's and the checkpoints' smoke tests
 # (integration/workload, bench, demo), where a missing peer or PyTorch is a
 # failure (STRATA_E2E=1): install them first.
 test: bench-tools

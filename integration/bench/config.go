@@ -25,7 +25,8 @@ type Scale struct {
 	// slow at 20 ms: fewer of them).
 	RandColdOps, RandWarmOps int
 	Listing                  workload.ListingSpec
-	// CheckpointSize is the file the checkpoint workload writes.
+	// CheckpointSize is the torch.save state dict's size, and the Hugging
+	// Face checkpoint's (all its files).
 	CheckpointSize int64
 	// JPEGFolder is the PyTorch DataLoader workload's ImageFolder of JPEGs.
 	JPEGFolder workload.JPEGFolderSpec
@@ -49,7 +50,7 @@ var scales = map[string]Scale{
 		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 1024 * mib},
 		RandProcs:   4, RandColdOps: 500, RandWarmOps: 5000,
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 100_000, Dirs: 10, SubDirs: 10, Size: 64},
-		CheckpointSize: 4096 * mib,
+		CheckpointSize: 2048 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 2000, Dirs: 20, MinSize: 100 * kib, MaxSize: 150 * kib},
 		PhaseCap:       3 * time.Minute,
 	},
@@ -62,7 +63,7 @@ var scales = map[string]Scale{
 		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 128 * mib},
 		RandProcs:   4, RandColdOps: 100, RandWarmOps: 1000,
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 5000, Dirs: 5, SubDirs: 5, Size: 64},
-		CheckpointSize: 512 * mib,
+		CheckpointSize: 256 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 500, Dirs: 10, MinSize: 100 * kib, MaxSize: 150 * kib},
 		PhaseCap:       time.Minute,
 	},
@@ -75,7 +76,7 @@ var scales = map[string]Scale{
 		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 4 * mib},
 		RandProcs:   2, RandColdOps: 20, RandWarmOps: 50,
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 120, Dirs: 2, SubDirs: 3, Size: 16},
-		CheckpointSize: 8 * mib,
+		CheckpointSize: 16 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 64, Dirs: 4, MinSize: 100 * kib, MaxSize: 150 * kib},
 		PhaseCap:       30 * time.Second,
 	},
@@ -117,7 +118,7 @@ func parseFlags(args []string) (Config, error) {
 	lats := fs.String("latencies", envOr("STRATA_BENCH_LATENCIES", "0ms,20ms"), "injected latencies per request (toxiproxy)")
 	work := fs.String("workdir", envOr("STRATA_BENCH_DIR", filepath.Join(os.TempDir(), "strata-bench.work")), "data, MinIO drive, caches and logs (data is reused across runs)")
 	out := fs.String("out", "bench-results", "directory for results.md, results.json and chart.png")
-	strataFlags := fs.String("strata-flags", "--metadata-ttl=indefinite", "flags added to every strata mount (space-separated)")
+	strataFlags := fs.String("strata-flags", "", "flags added to every strata mount (space-separated; default none: Strata's rows are its defaults)")
 	seed := fs.Uint64("seed", 1, "dataset and shuffle seed")
 	timeout := fs.Duration("timeout", 0, "limit per workload per system (default: 20m full, 5m otherwise)")
 	verify := fs.Bool("verify", false, "check the sha256 of every file read in the ImageFolder and WebDataset phases (costs CPU)")

@@ -27,13 +27,17 @@
 //	make bench-quick                           # small scale (about 6 min)
 //	make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata -latencies 20ms'
 //	make bench BENCH_FLAGS='-backend gcs'      # the reads over fake-gcs-server (strata rows only)
-//	make bench BENCH_FLAGS='-workloads checkpoint'   # issue #5's write benchmark
+//	make bench BENCH_FLAGS='-workloads checkpoint'   # torch.save and Hugging Face checkpoints (issues #13, #18)
 //	make bench BENCH_FLAGS='-workloads dataloader'   # issue #18's PyTorch DataLoader
 //	bin/strata-bench -h                        # every flag; STRATA_BENCH_* env vars set defaults
 //
 // The times above predate the DataLoader workload, which adds 9 epochs
 // (3 phases × -repeat) per system and latency: of 2,000 JPEGs at full
-// scale, 500 at quick.
+// scale, 500 at quick; and the PyTorch checkpoint workload, which writes
+// through each mount, per latency, one torch.save and three Hugging Face
+// checkpoints (two untimed) of 2 GiB (256 MiB at quick) and reads the
+// torch.save back: about 8 GiB per mount and latency, not yet timed at
+// full scale.
 //
 // Results go to stdout and to -out (results.md, results.json, chart.png);
 // progress goes to stderr. Data, the MinIO drive and logs stay in -workdir

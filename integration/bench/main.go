@@ -116,6 +116,10 @@ func (r *Run) measureAll(ctx context.Context, env *Env, systems []System, wls []
 		for _, w := range wls {
 			for _, s := range systems {
 				if s.Runs != nil && !s.Runs(w.Name()) {
+					if why := notRun(s, w.Name()); why != "" {
+						r.Results.Add(Row{Workload: w.Name(), Phase: "(all)", Latency: lat.Name(), System: s.Name,
+							Role: s.Role, Unit: w.Unit(), Err: why})
+					}
 					continue
 				}
 				if err := r.measure(ctx, env, w, s, lat, lat.Name(), logf); err != nil {
@@ -125,6 +129,15 @@ func (r *Run) measureAll(ctx context.Context, env *Env, systems []System, wls []
 		}
 	}
 	return nil
+}
+
+// notRun is why a system left out of a workload does not run it ("": no
+// row).
+func notRun(s System, w string) string {
+	if s.NotRun == nil {
+		return ""
+	}
+	return s.NotRun(w)
 }
 
 // measure runs one workload on one system at one latency. A failure is

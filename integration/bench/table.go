@@ -118,6 +118,9 @@ func formatRow(res *Results, r Row, mb bool) string {
 }
 
 func systemLabel(r Row) string {
+	if r.System == indefiniteName {
+		return "**strata (--metadata-ttl indefinite)**"
+	}
 	if r.Role == RoleSubject {
 		return "**" + r.System + "**"
 	}

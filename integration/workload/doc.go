@@ -29,6 +29,12 @@
 //     by /usr/bin/python3 (or $STRATA_BENCH_PYTHON) in a process of its own
 //     that runs an epoch per request; the Python programs are embedded in
 //     the binary and run in their own process group.
+//   - Checkpoints (checkpoint.go, python/checkpoint.py): the real
+//     torch.save and torch.load, and the Hugging Face Trainer's
+//     tmp-checkpoint-N/ + rename + rmtree, run by one Python process per
+//     request stream; writer.go polls the bucket until it holds an object
+//     whole or exactly a set of objects, and sends the plain multipart
+//     upload the in-bucket rows are compared with.
 //   - The plain ranged-GET client (getclient.go), the reference for what the
 //     server can deliver, and machine facts (machine.go, pagecache.go).
 //

@@ -21,7 +21,7 @@ import (
 )
 
 // The Python programs the benchmark runs (python/*.py): the DataLoader
-// epoch and the JPEG ImageFolder generator.
+// epoch, the JPEG ImageFolder generator and the checkpoint writer.
 //
 //go:embed python/*.py
 var pythonFS embed.FS
