@@ -6,8 +6,9 @@
 // Identity: a directory node is its key prefix; a file node is one version
 // of one key (its inode number hashes key and version). When an object
 // changes in the bucket, the next lookup after the metadata TTL (or after
-// Refresh, which also invalidates the kernel's entry) returns a new inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of
-// the old version never serve the new one, and handles opened on the old
+// Refresh, which also invalidates the kernel's entry) returns a new
+// inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of the
+// old version never serve the new one, and handles opened on the old
 // version keep reading exactly the bytes they opened.
 //
 // Read path per open: a fully cached (and verified) object gets a FUSE
