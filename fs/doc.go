@@ -6,8 +6,9 @@
 // Identity: a directory node is its key prefix; a file node is one version
 // of one key (its inode number hashes key and version). When an object
 // changes in the bucket, the next lookup after the metadata TTL (or after
-// Refresh, which also invalidates the kernel's entry) returns a new inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of
-// the old version never serve the new one, and handles opened on the old
+// Refresh, which also invalidates the kernel's entry) returns a new
+// inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of the
+// old version never serve the new one, and handles opened on the old
 // version keep reading exactly the bytes they opened.
 //
 // Read path per open: a fully cached (and verified) object gets a FUSE
@@ -26,18 +27,28 @@
 // reads ask it (Manager.Content) until the upload is complete, and the
 // manager, not fs, moves the namespace (cache/meta) from the local entry
 // to the bucket's version, before it lets go of the content. Nothing below
-// fs calls back into it.
+// fs calls back into it. Create, mkdir, unlink, rmdir and rename map onto
+// the bucket here (namespace.go, rename.go): a rename is journaled
+// (Manager.BeginMove) and moves a file's pending uploads (Manager.Rekey)
+// or copies and deletes its objects. docs/design-write-path.md draws the
+// whole path.
 //
 // Lock order, outermost first:
 //
-//	fileNode.sessMu -> fileNode.mu -> writeback.Manager.mu -> (Staging.mu, meta.Cache.mu)
-//	FS.mu alone (no other lock taken while it is held, nor held when it is taken)
+//	fileNode.sessMu -> fileNode.mu -> writeback.Manager.mu -> meta.Cache.mu
+//	Staging.mu: a leaf (taken under the node locks, never with Manager.mu)
+//	FS.mu: a leaf (no other lock is taken while it is held; it is taken
+//	with a node's sessMu held in moveLocal)
 //
 // fileNode.mu is held for bookkeeping only, never across I/O. sessMu is
 // held shared across a write, read or truncation of the session's staging
-// file (or a read of the manager's content), so that a commit, which holds
-// it exclusively, waits for those in flight; held exclusively it covers
-// bookkeeping and Manager.Register (a dup, no I/O) only. A new session is
-// staged (a copy of the pending content, or a bucket fetch) with no lock
-// held, then installed. Journal writes and uploads run with no fs lock.
+// file (a write's space reservation may run a cache eviction pass), or a
+// read of the manager's content, so that a commit, which holds it
+// exclusively, waits for those in flight. Held exclusively it covers
+// bookkeeping and Manager.Register (a dup, no disk I/O), and in a rename
+// (moveLocal) Manager.Rekey, which rewrites journal entries in the index
+// under Manager.mu. A new session is staged (a copy of the pending
+// content, or a bucket fetch) with no lock held, then installed. A
+// commit's journal append and fsync, uploads and every bucket call run
+// with no fs lock.
 package fs
