@@ -2,6 +2,7 @@ package writeback
 
 import (
 	"context"
+	"errors"
 	"path/filepath"
 
 	"github.com/stratafs/strata/cache/index"
@@ -65,12 +66,12 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 			r.State = index.UploadPending
 		}
 		recs[i] = r
-		if j.journaling { // its Journal call records the new name
+		if j.journaling || errors.Is(j.dropped, errCancelled) { // its Journal call records the new name; a deleted one is out of the journal
 			continue
 		}
 		if err := m.putUpload(j.seq, r); err != nil {
 			for k := range i { // put the entries already moved back
-				if !js[k].journaling {
+				if !js[k].journaling && !errors.Is(js[k].dropped, errCancelled) {
 					_ = m.putUpload(js[k].seq, js[k].rec)
 				}
 			}

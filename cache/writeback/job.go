@@ -337,6 +337,11 @@ func (m *Manager) dropOrCancelLocked(j *Job, why error) {
 	j.dropped = why
 	if j.running {
 		j.cancel()
+		if why == errCancelled && j.seq != 0 {
+			// Deleted: out of the journal now, not when the attempt ends,
+			// so that a crash meanwhile does not upload it at the next mount.
+			m.deleteUpload(j.seq, j.rec.Key)
+		}
 		return
 	}
 	m.dropLocked(j)

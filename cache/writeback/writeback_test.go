@@ -12,6 +12,7 @@ import (
 
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/index"
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/uring"
 )
@@ -529,4 +530,34 @@ func TestEarlierAttemptLandedIsNotAConflict(t *testing.T) {
 	if s := e.m.Summary(); len(s.Failed) != 1 || s.Failed[0].Key != "j" {
 		t.Fatalf("summary %+v", s)
 	}
+}
+
+// TestCancelLeavesNothingJournaled: a file deleted while its upload runs
+// must not be uploaded by the next mount should this one be killed right
+// after unlink returned: Cancel takes the journal entry out at once, not
+// when the cancelled attempt ends.
+func TestCancelLeavesNothingJournaled(t *testing.T) {
+	b := newBucket()
+	b.gate = make(chan struct{}) // the upload runs and waits
+	e := newEnv(t, Async, b, "")
+	if _, err := e.m.Commit(context.Background(), "doomed", e.stage(t, []byte("deleted while uploading")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); b.puts.Load() == 0; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the upload did not start")
+		}
+	}
+	e.m.Cancel("doomed")
+	var left []string
+	if err := e.store.Index().ScanUploads(func(_ uint64, r index.UploadRecord, err error) error {
+		left = append(left, r.Key)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Fatalf("journal after Cancel returned: %q (a kill -9 now would upload a deleted file)", left)
+	}
+	close(b.gate)
 }
