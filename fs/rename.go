@@ -122,20 +122,13 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 	// upload that lands in between is in both (and moved once by each),
 	// never in neither.
 	locals := f.localUnder(oldPrefix)
-	var objs []backend.ObjectInfo
-	for token := ""; ; {
-		page, err := f.be.List(ctx, oldPrefix, backend.ListOptions{Token: token, Recursive: true})
-		if err != nil {
-			return toErrno(err)
-		}
-		objs = append(objs, page.Objects...)
-		if len(objs)+len(locals) > f.opts.RenameDirLimit {
-			f.log.Info("fs: directory too big to rename here; mv will copy it", "dir", oldPrefix, "limit", f.opts.RenameDirLimit)
-			return syscall.EXDEV
-		}
-		if token = page.Next; token == "" {
-			break
-		}
+	objs, complete, err := backend.ListAll(ctx, f.be, oldPrefix, max(f.opts.RenameDirLimit-len(locals), 1))
+	if err != nil {
+		return toErrno(err)
+	}
+	if !complete || len(objs)+len(locals) > f.opts.RenameDirLimit {
+		f.log.Info("fs: directory too big to rename here; mv will copy it", "dir", oldPrefix, "limit", f.opts.RenameDirLimit)
+		return syscall.EXDEV
 	}
 	// A file with local content is moved by moveFile alone, whatever
 	// version of it the listing saw.

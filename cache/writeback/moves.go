@@ -125,15 +125,9 @@ func (m *Manager) finishMove(ctx context.Context, r index.MoveRecord) error {
 	}
 	var objs []backend.ObjectInfo
 	if r.Prefix {
-		for token := ""; ; {
-			page, err := m.stat.List(ctx, r.From, backend.ListOptions{Token: token, Recursive: true})
-			if err != nil {
-				return err
-			}
-			objs = append(objs, page.Objects...)
-			if token = page.Next; token == "" {
-				break
-			}
+		var err error
+		if objs, _, err = backend.ListAll(ctx, m.stat, r.From, 0); err != nil {
+			return err
 		}
 	} else {
 		info, err := m.stat.Stat(ctx, r.From)
