@@ -36,10 +36,42 @@ type UploadRecord struct {
 	Created           int64 // unix nanoseconds
 }
 
-func uploadKey(seq uint64) []byte {
+// The journal holds uploads ('u') and renames ('m', moves.go), each
+// keyed by kind and a sequence number drawn from one counter, so that
+// the two kinds order against each other.
+func seqRecordKey(kind byte, seq uint64) []byte {
 	var b [8]byte
 	binary.BigEndian.PutUint64(b[:], seq)
-	return key('u', b[:])
+	return key(kind, b[:])
+}
+
+func uploadKey(seq uint64) []byte { return seqRecordKey('u', seq) }
+
+// appendSynced stores v under a new sequence number of kind, synced to
+// disk before it returns.
+func (ix *Index) appendSynced(kind byte, v []byte) (uint64, error) {
+	seq, err := ix.nextSeq()
+	if err != nil {
+		return 0, err
+	}
+	if err := ix.db.Update(func(txn *badger.Txn) error { return txn.Set(seqRecordKey(kind, seq), v) }); err != nil {
+		return 0, err
+	}
+	if err := ix.db.Sync(); err != nil {
+		return 0, fmt.Errorf("index: sync journal: %w", err)
+	}
+	return seq, nil
+}
+
+// scanSeq calls fn with every record of kind, in sequence order.
+func (ix *Index) scanSeq(kind byte, fn func(seq uint64, item *badger.Item) error) error {
+	return ix.scan([]byte{kind}, scanOpts{}, func(item *badger.Item) error {
+		k := item.Key()
+		if len(k) != 9 {
+			return nil
+		}
+		return fn(binary.BigEndian.Uint64(k[1:]), item)
+	})
 }
 
 // MarshalUpload encodes an upload record.
@@ -82,15 +114,9 @@ func UnmarshalUpload(b []byte) (UploadRecord, error) {
 // synced to disk before it returns: an acknowledged close survives a
 // crash of the machine, not only of the process.
 func (ix *Index) AppendUpload(r UploadRecord) (uint64, error) {
-	seq, err := ix.nextSeq()
+	seq, err := ix.appendSynced('u', MarshalUpload(r))
 	if err != nil {
-		return 0, err
-	}
-	if err := ix.PutUpload(seq, r); err != nil {
-		return 0, err
-	}
-	if err := ix.db.Sync(); err != nil {
-		return 0, fmt.Errorf("index: sync journal: %w", err)
+		return 0, fmt.Errorf("index: journal %s: %w", r.Key, err)
 	}
 	return seq, nil
 }
@@ -116,13 +142,7 @@ func (ix *Index) DeleteUpload(seq uint64) error {
 // ScanUploads calls fn for every journaled upload in sequence order.
 // Entries that fail to decode are passed with err set.
 func (ix *Index) ScanUploads(fn func(seq uint64, r UploadRecord, err error) error) error {
-	prefix := []byte{'u'}
-	err := ix.scan(prefix, scanOpts{}, func(item *badger.Item) error {
-		k := item.Key()
-		if len(k) != 9 {
-			return nil
-		}
-		seq := binary.BigEndian.Uint64(k[1:])
+	err := ix.scanSeq('u', func(seq uint64, item *badger.Item) error {
 		var r UploadRecord
 		verr := item.Value(func(v []byte) (err error) { r, err = UnmarshalUpload(v); return })
 		return fn(seq, r, verr)

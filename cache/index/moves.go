@@ -1,7 +1,6 @@
 package index
 
 import (
-	"encoding/binary"
 	"fmt"
 
 	"github.com/dgraph-io/badger/v4"
@@ -21,11 +20,7 @@ type MoveRecord struct {
 	Created int64 // unix nanoseconds
 }
 
-func moveKey(seq uint64) []byte {
-	var b [8]byte
-	binary.BigEndian.PutUint64(b[:], seq)
-	return key('m', b[:])
-}
+func moveKey(seq uint64) []byte { return seqRecordKey('m', seq) }
 
 // MarshalMove encodes a move record.
 func MarshalMove(r MoveRecord) []byte {
@@ -63,16 +58,9 @@ func UnmarshalMove(b []byte) (MoveRecord, error) {
 
 // AppendMove journals r, synced, and returns its sequence number.
 func (ix *Index) AppendMove(r MoveRecord) (uint64, error) {
-	seq, err := ix.nextSeq()
-	if err != nil {
-		return 0, err
-	}
-	err = ix.db.Update(func(txn *badger.Txn) error { return txn.Set(moveKey(seq), MarshalMove(r)) })
+	seq, err := ix.appendSynced('m', MarshalMove(r))
 	if err != nil {
 		return 0, fmt.Errorf("index: journal move %s: %w", r.From, err)
-	}
-	if err := ix.db.Sync(); err != nil {
-		return 0, fmt.Errorf("index: sync journal: %w", err)
 	}
 	return seq, nil
 }
@@ -89,14 +77,10 @@ func (ix *Index) DeleteMove(seq uint64) error {
 // ScanMoves calls fn for every journaled move in sequence order. Entries
 // that fail to decode are passed with err set.
 func (ix *Index) ScanMoves(fn func(seq uint64, r MoveRecord, err error) error) error {
-	err := ix.scan([]byte{'m'}, scanOpts{}, func(item *badger.Item) error {
-		k := item.Key()
-		if len(k) != 9 {
-			return nil
-		}
+	err := ix.scanSeq('m', func(seq uint64, item *badger.Item) error {
 		var r MoveRecord
 		verr := item.Value(func(v []byte) (err error) { r, err = UnmarshalMove(v); return })
-		return fn(binary.BigEndian.Uint64(k[1:]), r, verr)
+		return fn(seq, r, verr)
 	})
 	if err != nil {
 		return fmt.Errorf("index: scan moves: %w", err)

@@ -124,6 +124,11 @@ func (m *Manager) WaitLanded(ctx context.Context, key string) error {
 		}
 	}
 	m.mu.Unlock()
+	return settled(ctx, js)
+}
+
+// settled waits until every job in js is settled (done), or ctx ends.
+func settled(ctx context.Context, js []*Job) error {
 	for _, j := range js {
 		select {
 		case <-j.done:
@@ -182,14 +187,8 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 		}
 	}
 	m.mu.Unlock()
-	for _, j := range js {
-		select {
-		case <-j.done:
-		case <-ctx.Done():
-			return m.Summary(), ctx.Err()
-		}
-	}
-	return m.Summary(), nil
+	err := settled(ctx, js)
+	return m.Summary(), err
 }
 
 // Summary reports pending and failed uploads now.
