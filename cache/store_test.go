@@ -162,14 +162,7 @@ func TestCorruptBlockIsDropped(t *testing.T) {
 	CloseAsCrash(s) // a crash, not a clean shutdown: blocks found are checked
 	NoBackgroundVerify(t)
 
-	f, err := os.OpenFile(s.pathOf(id), os.O_RDWR, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := f.WriteAt([]byte{data[bs+1] ^ 0xff}, bs+1); err != nil {
-		t.Fatal(err)
-	}
-	f.Close()
+	flipByte(t, s.pathOf(id), bs+1)
 
 	s = openStore(t, dir, testOpts())
 	defer s.Close()
@@ -411,5 +404,23 @@ func TestLinkCarriesACompleteCopy(t *testing.T) {
 	}
 	if n, err := c.ReadAt(got, 0); n != len(data) || (err != nil && !errors.Is(err, io.EOF)) || !bytes.Equal(got, data) {
 		t.Fatalf("linked copy: %d %v", n, err)
+	}
+}
+
+// flipByte inverts the byte at off of the file at path, as bit rot or a
+// torn write would change it.
+func flipByte(t *testing.T, path string, off int64) {
+	t.Helper()
+	f, err := os.OpenFile(path, os.O_RDWR, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	b := []byte{0}
+	if _, err := f.ReadAt(b, off); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteAt([]byte{b[0] ^ 0xff}, off); err != nil {
+		t.Fatal(err)
 	}
 }

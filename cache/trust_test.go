@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"os"
 	"testing"
 	"time"
 )
@@ -21,17 +20,7 @@ func TestRestartTrust(t *testing.T) {
 	id := o.ID()
 	o.Release()
 	CloseAsCrash(s)
-	flip := func(off int64) {
-		t.Helper()
-		f, err := os.OpenFile(s.pathOf(id), os.O_RDWR, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer f.Close()
-		if _, err := f.WriteAt([]byte{data[off] ^ 0xff}, off); err != nil {
-			t.Fatal(err)
-		}
-	}
+	flip := func(off int64) { flipByte(t, s.pathOf(id), off) }
 	flip(bs + 3) // torn by the crash
 
 	s = openStore(t, dir, testOpts())

@@ -72,6 +72,15 @@ func newEnv(t *testing.T, mode Mode, b *fakeBucket, dir string) *env {
 	return e
 }
 
+// newEnvHoldingUpserts is an async env whose namespace updates (Upsert)
+// wait until e.upserted is closed: an upload stays landed, not settled.
+func newEnvHoldingUpserts(t *testing.T, b *fakeBucket) *env {
+	t.Helper()
+	e := newEnv(t, Async, b, "")
+	e.upserted = make(chan struct{}) // before any commit: nothing reads it yet
+	return e
+}
+
 func (e *env) close() {
 	if e.m != nil {
 		e.m.Close()
@@ -330,16 +339,8 @@ func TestHeldUploadWaitsForUnhold(t *testing.T) {
 // goes, unless the file is being written again.
 func TestContentUntilTheNamespaceHasTheUpload(t *testing.T) {
 	b := newBucket()
-	dir := t.TempDir()
-	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir, upserted: make(chan struct{})}
-	o := DefaultOptions()
-	o.Mode = Async
-	m, err := New(e.store, b, o, &fakeNames{e: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.m = m
-	t.Cleanup(e.close)
+	e := newEnvHoldingUpserts(t, b)
+	m := e.m
 	e.local.Store("k", true) // as the filesystem shows a new file
 	data := []byte("whole checkpoint")
 	if _, err := m.Commit(context.Background(), "k", e.stage(t, data), "", 1); err != nil {
@@ -401,16 +402,8 @@ func TestContentUntilTheNamespaceHasTheUpload(t *testing.T) {
 // reports it landed (the caller renames the bucket's object).
 func TestRekeyWhileUploadLands(t *testing.T) {
 	b := newBucket()
-	dir := t.TempDir()
-	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir, upserted: make(chan struct{})}
-	o := DefaultOptions()
-	o.Mode = Async
-	m, err := New(e.store, b, o, &fakeNames{e: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.m = m
-	t.Cleanup(e.close)
+	e := newEnvHoldingUpserts(t, b)
+	m := e.m
 	ctx := context.Background()
 	data := []byte("checkpoint being renamed")
 	st, err := m.NewStaging("tmp")

@@ -132,12 +132,7 @@ func TestSmokeStrata(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MinIO and toxiproxy and mounts")
 	}
-	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
-		testserver.SkipOrFail(t, "strata mount unavailable, strata rows not smoke-tested (run `make build`): %v", err)
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
-	}
+	requireStrataMount(t)
 	r, out := smoke(t, "local,strata,"+secondNodeName+","+indefiniteName, "0ms")
 	n := map[string]int{}
 	for _, row := range r.Results.Rows {
@@ -173,12 +168,7 @@ func TestSmokeGCS(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts fake-gcs-server, MinIO and toxiproxy and mounts")
 	}
-	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
-		testserver.SkipOrFail(t, "strata mount unavailable (run `make build`): %v", err)
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
-	}
+	requireStrataMount(t)
 	needTools(t, "fake-gcs-server")
 	r, out := smoke(t, "local,strata,rclone", "0ms,20ms", "-backend", "gcs")
 	n := 0
@@ -207,12 +197,7 @@ func TestSmokeDataLoader(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MinIO and toxiproxy, mounts and runs PyTorch")
 	}
-	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
-		testserver.SkipOrFail(t, "strata mount unavailable (run `make build`): %v", err)
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
-	}
+	requireStrataMount(t)
 	// smoke skips (fails under STRATA_E2E=1) when PyTorch is missing.
 	r, out := smoke(t, "local,strata", "0ms", "-workloads", "dataloader", "-repeat", "1")
 	spec := scales["tiny"].JPEGFolder
@@ -261,12 +246,7 @@ func TestSmokeCheckpoint(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MinIO and toxiproxy, mounts and runs PyTorch")
 	}
-	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
-		testserver.SkipOrFail(t, "strata mount unavailable (run `make build`): %v", err)
-	}
-	if _, err := os.Stat("/dev/fuse"); err != nil {
-		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
-	}
+	requireStrataMount(t)
 	// smoke skips (fails under STRATA_E2E=1) when PyTorch is missing.
 	r, out := smoke(t, "local,strata,"+asyncName+",s3fs,get", "0ms", "-workloads", "checkpoint", "-repeat", "1")
 	for s, why := range r.Skipped {
@@ -312,5 +292,17 @@ func TestSmokeCheckpoint(t *testing.T) {
 		if strings.Contains(line, "**strata") && strings.Contains(line, "| "+phaseSave+" |") && !strings.Contains(line, "×") {
 			t.Errorf("no ratio to local disk in %q", line)
 		}
+	}
+}
+
+// requireStrataMount skips (fails under STRATA_E2E=1) a smoke test whose
+// rows need a strata mount: the binary and /dev/fuse.
+func requireStrataMount(t *testing.T) {
+	t.Helper()
+	if err := (&workload.Strata{}).Available(context.Background()); err != nil {
+		testserver.SkipOrFail(t, "strata mount unavailable, strata rows not smoke-tested (run `make build`): %v", err)
+	}
+	if _, err := os.Stat("/dev/fuse"); err != nil {
+		testserver.SkipOrFail(t, "no /dev/fuse: %v", err)
 	}
 }
