@@ -32,47 +32,60 @@ var errGone = errors.New("cache: entry gone")
 // time, dropping bad blocks (they are refetched when read).
 func (s *Store) verifyAll() {
 	defer s.wg.Done()
-	var keys []ObjectKey
-	err := s.ix.ScanObjects(func(_ index.ID, rec index.ObjectRecord, err error) error {
-		if err == nil {
-			keys = append(keys, ObjectKey{Source: rec.Source, Key: rec.Key, Version: rec.Version, Size: rec.Size, MTime: rec.MTime})
-		}
-		return nil
-	})
-	if err != nil {
-		s.log.Warn("cache: listing the cache to verify it", "err", err)
-		return
-	}
-	if len(keys) > 0 {
-		s.log.Info("cache: the last run did not shut down cleanly: verifying the cache in the background (reads verify their blocks meanwhile)", "objects", len(keys))
-	}
-	start, bad := time.Now(), 0
-	for _, k := range keys {
-		select {
-		case <-s.stop:
-			return
-		default:
-		}
-		o, err := s.acquire(k, true)
-		if errors.Is(err, ErrClosed) {
+	start, objects, bad := time.Now(), 0, 0
+	var after *index.ID
+	for {
+		// A page of records at a time: the cache may hold millions.
+		var ids []index.ID
+		var keys []ObjectKey
+		err := s.ix.ScanObjectsPage(after, verifyPage, func(id index.ID, rec index.ObjectRecord, err error) error {
+			ids = append(ids, id)
+			if err == nil {
+				keys = append(keys, ObjectKey{Source: rec.Source, Key: rec.Key, Version: rec.Version, Size: rec.Size, MTime: rec.MTime})
+			}
+			return nil
+		})
+		if err != nil {
+			s.log.Warn("cache: listing the cache to verify it", "err", err)
 			return
 		}
-		if err != nil {
-			continue // evicted meanwhile, or unreadable: nothing to trust
+		if len(ids) == 0 {
+			break
 		}
-		n, err := o.Verify()
-		o.Release()
-		if err != nil {
-			s.log.Warn("cache: verifying", "key", k.Key, "err", err)
-			return // not all verified: the next run verifies again
+		if after == nil {
+			s.log.Info("cache: the last run did not shut down cleanly: verifying the cache in the background (reads verify their blocks meanwhile)")
 		}
-		bad += n
+		after = &ids[len(ids)-1]
+		for _, k := range keys {
+			select {
+			case <-s.stop:
+				return
+			default:
+			}
+			o, err := s.acquire(k, true)
+			if errors.Is(err, ErrClosed) {
+				return
+			}
+			if err != nil {
+				continue // evicted meanwhile, or unreadable: nothing to trust
+			}
+			n, err := o.Verify()
+			o.Release()
+			if err != nil {
+				s.log.Warn("cache: verifying", "key", k.Key, "err", err)
+				return // not all verified: the next run verifies again
+			}
+			objects, bad = objects+1, bad+n
+		}
 	}
 	s.verifiedAll.Store(true)
-	if len(keys) > 0 {
-		s.log.Info("cache: verified", "objects", len(keys), "bad_blocks_dropped", bad, "took", time.Since(start).Round(time.Millisecond))
+	if objects > 0 {
+		s.log.Info("cache: verified", "objects", objects, "bad_blocks_dropped", bad, "took", time.Since(start).Round(time.Millisecond))
 	}
 }
+
+// verifyPage is how many object records verifyAll reads at a time.
+const verifyPage = 1024
 
 // markClean records a clean shutdown if every block is verified: the
 // cache files are synced first, so the next run trusts only what is on

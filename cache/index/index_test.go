@@ -3,6 +3,7 @@ package index
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"testing"
 )
 
@@ -175,5 +176,36 @@ func TestJournalPersistsInOrder(t *testing.T) {
 	}
 	if seq, _ := ix.AppendUpload(UploadRecord{Key: "d"}); seq <= seqs[2] {
 		t.Fatalf("sequence went backwards after reopen: %d <= %d", seq, seqs[2])
+	}
+}
+
+// ScanObjectsPage walks every record exactly once, a page at a time, in
+// the order of a whole scan.
+func TestScanObjectsPage(t *testing.T) {
+	ix := openTemp(t, t.TempDir())
+	for i := range 7 {
+		k := string(rune('a' + i))
+		if err := ix.PutObject(IDFor("s", k, "v"), ObjectRecord{Source: "s", Key: k, Version: "v", Size: 1, BlockSize: 4096}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all, paged []ID
+	if err := ix.ScanObjects(func(id ID, _ ObjectRecord, _ error) error { all = append(all, id); return nil }); err != nil {
+		t.Fatal(err)
+	}
+	var after *ID
+	for pages := 0; ; pages++ {
+		var page []ID
+		if err := ix.ScanObjectsPage(after, 3, func(id ID, _ ObjectRecord, _ error) error { page = append(page, id); return nil }); err != nil {
+			t.Fatal(err)
+		}
+		if len(page) == 0 || pages > 10 {
+			break
+		}
+		paged = append(paged, page...)
+		after = &page[len(page)-1]
+	}
+	if len(all) != 7 || !slices.Equal(all, paged) {
+		t.Fatalf("whole scan %d records, paged %d: %v vs %v", len(all), len(paged), all, paged)
 	}
 }

@@ -124,8 +124,19 @@ func (ix *Index) DeleteObject(id ID) (int64, error) {
 // ScanObjects calls fn for every object record. Records that fail to
 // decode are passed with err set so callers can drop them.
 func (ix *Index) ScanObjects(fn func(id ID, rec ObjectRecord, err error) error) error {
+	return ix.ScanObjectsPage(nil, 0, fn)
+}
+
+// ScanObjectsPage is ScanObjects over at most limit records (0: all),
+// starting after the object after (nil: the first), so that a long walk
+// holds neither one read transaction nor every record at once.
+func (ix *Index) ScanObjectsPage(after *ID, limit int, fn func(id ID, rec ObjectRecord, err error) error) error {
 	prefix := []byte{'o'}
-	err := ix.scan(prefix, scanOpts{}, func(item *badger.Item) error {
+	so := scanOpts{limit: limit}
+	if after != nil {
+		so.from = append(objectKey(*after), 0)
+	}
+	err := ix.scan(prefix, so, func(item *badger.Item) error {
 		k := item.Key()
 		if len(k) != 1+len(ID{}) {
 			return nil
