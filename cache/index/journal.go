@@ -34,6 +34,11 @@ type UploadRecord struct {
 	Attempts          uint32
 	LastError         string
 	Created           int64 // unix nanoseconds
+	// UnsyncedBoot is the boot of the machine (its boot ID) on which the
+	// staged file was journaled without being flushed to disk (sync mode:
+	// close waits for the upload instead), "" once it is flushed. After a
+	// reboot such bytes may be torn and are not uploaded.
+	UnsyncedBoot string
 }
 
 // The journal holds uploads ('u') and renames ('m', moves.go), each
@@ -86,6 +91,9 @@ func MarshalUpload(r UploadRecord) []byte {
 	e.uvarint(uint64(r.State))
 	e.uvarint(uint64(r.Attempts))
 	e.varint(r.Created)
+	if r.UnsyncedBoot != "" { // optional trailing field: older records end before it
+		e.str(r.UnsyncedBoot)
+	}
 	return e.b
 }
 
@@ -100,6 +108,9 @@ func UnmarshalUpload(b []byte) (UploadRecord, error) {
 	r.Size, r.MTime = d.varint(), d.varint()
 	state, attempts := d.uvarint(), d.uvarint()
 	r.Created = d.varint()
+	if d.err == nil && len(d.b) > 0 {
+		r.UnsyncedBoot = d.str()
+	}
 	if err := d.done(); err != nil {
 		return UploadRecord{}, err
 	}

@@ -105,6 +105,12 @@ func TestUploadRecordRoundTrip(t *testing.T) {
 	if err != nil || got != r {
 		t.Fatalf("%+v %v", got, err)
 	}
+	// A record journaled unflushed carries its boot; one without it is a
+	// record as earlier versions wrote it.
+	r.UnsyncedBoot = "0e5e5bd5-3c1b-4d7e-9a55-0b9f1f2f7a10"
+	if got, err := UnmarshalUpload(MarshalUpload(r)); err != nil || got != r {
+		t.Fatalf("%+v %v", got, err)
+	}
 	if _, err := UnmarshalUpload(MarshalUpload(r)[:5]); err == nil {
 		t.Fatal("truncated record accepted")
 	}

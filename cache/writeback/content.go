@@ -54,8 +54,11 @@ func (c *Content) Size() int64 { return c.size }
 // MTime is the committed file's modification time (unix nanoseconds).
 func (c *Content) MTime() int64 { return c.mtime }
 
+// acquire takes a hold on c (nil stays nil: a job whose content is gone).
 func (c *Content) acquire() *Content {
-	c.refs.Add(1)
+	if c != nil {
+		c.refs.Add(1)
+	}
 	return c
 }
 

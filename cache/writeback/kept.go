@@ -41,6 +41,11 @@ func (m *Manager) Keep(key string, st *Staging, why error) {
 	src := st.Path()
 	_, reserved := st.detach()
 	m.store.ReleaseStaging(reserved)
+	m.keepPath(key, src, size, why)
+}
+
+// keepPath sets the staged file src (size bytes) of key aside.
+func (m *Manager) keepPath(key, src string, size int64, why error) {
 	dir := m.keptDir()
 	dst := filepath.Join(dir, filepath.Base(src))
 	err := os.MkdirAll(dir, 0o700)

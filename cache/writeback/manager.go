@@ -39,6 +39,10 @@ type Options struct {
 	RetryMin        time.Duration // first pause before retrying a failed upload
 	RetryMax        time.Duration // longest pause between retries
 	Logger          *slog.Logger
+	// BootID names this boot of the machine ("": read from
+	// /proc/sys/kernel/random/boot_id). Staged bytes journaled without an
+	// fsync (sync mode) are trusted after a restart only on the same boot.
+	BootID string
 }
 
 // DefaultOptions: sync mode, 4 uploads at once, retries from 1 s to 5 min.
@@ -69,6 +73,7 @@ type Manager struct {
 	opts   Options
 	names  Names // may be nil
 	log    *slog.Logger
+	boot   string // this boot of the machine (boot.go)
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -111,6 +116,9 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	}
 	m.del, _ = be.(backend.Deleter)
 	m.stat = be
+	if m.boot = opts.BootID; m.boot == "" {
+		m.boot = currentBoot()
+	}
 	moves := m.loadMoves()
 	if err := m.restore(moves); err != nil {
 		cancel()
@@ -152,6 +160,12 @@ func (m *Manager) restore(moves []journaledMove) error {
 			return nil
 		}
 		owned[r.Staging] = true
+		if r.UnsyncedBoot != "" && r.UnsyncedBoot != m.boot {
+			f.Close()
+			m.keepPath(m.applyMoves(moves, r.Key), p, r.Size, errUnflushedAtReboot)
+			m.deleteUpload(seq, r.Key)
+			return nil
+		}
 		if moved := m.applyMoves(moves, r.Key); moved != r.Key {
 			// A rename cut short: the upload goes up under the new name,
 			// unconditionally (rename replaces what the new name holds).
@@ -252,14 +266,20 @@ func (m *Manager) Register(key string, st *Staging, base string, mtime int64, he
 // waits for the first upload attempt and returns its result.
 func (m *Manager) Journal(ctx context.Context, j *Job) error {
 	m.mu.Lock()
+	unflushed := m.opts.Mode == Sync && m.boot != "" // see boot.go
+	if unflushed {
+		j.rec.UnsyncedBoot = m.boot
+	}
 	r := j.rec
+	c := j.content.acquire() // nil if dropped meanwhile (see below)
 	m.mu.Unlock()
 	var err error
-	if m.opts.Mode == Async {
-		if err = j.content.f.Sync(); err != nil {
+	if !unflushed && c != nil {
+		if err = c.f.Sync(); err != nil {
 			err = fmt.Errorf("writeback: fsync staging file: %w", err)
 		}
 	}
+	c.Release()
 	var seq uint64
 	if err == nil {
 		seq, err = m.ix.AppendUpload(r)
@@ -301,6 +321,9 @@ func (m *Manager) Journal(ctx context.Context, j *Job) error {
 	}
 	select {
 	case <-j.attempted:
+		if j.firstErr != nil && unflushed {
+			m.makeDurable(j) // close reports the error: the bytes are kept and retried
+		}
 		return j.firstErr
 	case <-ctx.Done():
 		return ctx.Err()
