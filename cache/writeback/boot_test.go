@@ -146,3 +146,30 @@ func TestFailedSyncUploadIsDurable(t *testing.T) {
 		t.Fatalf("a failed sync upload (close returned its error, bytes kept) did not go up after a reboot (%d bytes, %v)", len(got), ok)
 	}
 }
+
+// TestDeleteBetweenRegisterAndJournal: the filesystem registers a commit
+// under its node locks and journals it after letting go of them; an unlink
+// in between drops the job. Journal then has no content to flush and must
+// say the file is gone, not crash the mount.
+func TestDeleteBetweenRegisterAndJournal(t *testing.T) {
+	for _, mode := range []Mode{Sync, Async} {
+		t.Run(string(mode), func(t *testing.T) {
+			b := newBucket()
+			e := newEnvOnBoot(t, mode, b, t.TempDir(), "")
+			j, err := e.m.Register("unlinked", e.stage(t, []byte("deleted while committing")), backend.VersionAbsent, 1, false)
+			if err != nil {
+				t.Fatal(err)
+			}
+			e.m.Cancel("unlinked")
+			if err := e.m.Journal(context.Background(), j); err != nil {
+				t.Fatalf("journaling a commit deleted meanwhile: %v", err)
+			}
+			if _, err := e.m.WaitAll(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if _, ok := b.get("unlinked"); ok {
+				t.Fatal("a file deleted before its commit was journaled went up")
+			}
+		})
+	}
+}
