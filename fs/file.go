@@ -33,9 +33,14 @@ type fileNode struct {
 	// and reads of sess hold it shared, a commit holds it exclusively.
 	sessMu sync.RWMutex
 
-	mu       sync.Mutex // guards the fields below
-	entry    meta.Entry
-	base     string             // bucket version the local content derives from ("" none)
+	mu    sync.Mutex // guards the fields below
+	entry meta.Entry
+	base  string // bucket version the local content derives from ("" none: see last)
+	// last is the upload of the latest commit. A commit with no base (a
+	// rewrite) is conditional on the version last created, or, while it
+	// is pending, on what last started from (writeback follows it), so
+	// that a rewrite never replaces what another node put in between.
+	last     *writeback.Job
 	sess     *writeback.Staging // open write session, if any
 	dirty    bool               // sess has writes not yet committed
 	unlinked bool               // deleted while open: nothing is uploaded

@@ -83,7 +83,7 @@ func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir,
 	ne := meta.Entry{Name: newName, Size: info.Size, MTime: info.MTime.UnixNano(), Version: info.Version}
 	n.mu.Lock()
 	n.key.set(newKey)
-	n.entry, n.base = ne, info.Version
+	n.entry, n.base, n.last = ne, info.Version, nil
 	n.mu.Unlock()
 	f.meta.Remove(oldDir, oldName)
 	f.meta.Upsert(newDir, ne)
@@ -195,7 +195,7 @@ func (f *FS) moveLocal(n *fileNode, oldKey, newKey string) (bool, error) {
 	}
 	n.mu.Lock()
 	n.key.set(newKey)
-	n.base = "" // rename replaces whatever the new name holds
+	n.base, n.last = "", nil // rename replaces whatever the new name holds
 	e := n.entry
 	n.mu.Unlock()
 	f.untrack(oldKey, n)
@@ -281,6 +281,7 @@ func rekeyTree(in *gofs.Inode, oldPrefix, newPrefix string, copied map[string]ba
 		if k := n.key.get(); strings.HasPrefix(k, oldPrefix) {
 			nk := newPrefix + strings.TrimPrefix(k, oldPrefix)
 			n.key.set(nk)
+			n.last = nil // its uploads went up under the old name
 			if info, ok := copied[nk]; ok && !n.entry.Local {
 				n.entry.Version, n.base = info.Version, info.Version
 			}

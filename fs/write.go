@@ -317,6 +317,9 @@ func (n *fileNode) commit(ctx context.Context) error {
 	// the key find them there, with no window in which the file has
 	// neither a session nor pending content. Register does no I/O.
 	base, mtime, key := n.base, n.entry.MTime, n.key.get()
+	if v, ok := n.last.Landed(); base == "" && ok {
+		base = v
+	}
 	// Held (async mode) until the file's last close or an fsync: see
 	// release and sync.
 	j, err := f.wb.Register(key, st, base, mtime, true)
@@ -326,7 +329,7 @@ func (n *fileNode) commit(ctx context.Context) error {
 		n.sessMu.Unlock()
 		return err
 	}
-	n.base = "" // later commits follow this one
+	n.base, n.last = "", j // later commits follow this one
 	e := n.entry
 	n.mu.Unlock()
 	n.sessMu.Unlock()

@@ -287,6 +287,48 @@ func TestConflictingWriterGetsAnError(t *testing.T) {
 	})
 }
 
+// TestRewriteStillDetectsConflicts: a file written and uploaded from this
+// mount, then replaced in the bucket by another node, then written again
+// here: the second upload is conditional on the version the first one
+// created, so it fails instead of clobbering the other node's object, in
+// both modes (sync: close says ESTALE; async: strata sync reports it).
+func TestRewriteStillDetectsConflicts(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	for _, mode := range []string{"sync", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			bucket := srv.newBucket(t)
+			w := srv.writer(t, bucket)
+			put(t, w, map[string][]byte{"shared.txt": []byte("v1")})
+			m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", mode)
+			p := filepath.Join(m.dir, "shared.txt")
+			if _, err := writeFile(p, []byte("mine, first")); err != nil {
+				t.Fatal(err)
+			}
+			if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err != nil {
+				t.Fatalf("strata sync: %v\n%s", err, out)
+			}
+			put(t, w, map[string][]byte{"shared.txt": []byte("someone else's v2")})
+			_, err := writeFile(p, []byte("mine, second"))
+			if mode == "sync" && !errors.Is(err, syscall.ESTALE) {
+				t.Fatalf("close of a rewrite over another node's object: %v (want ESTALE)", err)
+			}
+			if mode == "async" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput()
+				if err == nil || !bytes.Contains(out, []byte("shared.txt")) {
+					t.Fatalf("strata sync should report the conflicting upload: %v\n%s", err, out)
+				}
+			}
+			if got, _, _ := bucketSHA(t, w, "shared.txt"); got != sha([]byte("someone else's v2")) {
+				t.Fatal("the rewrite clobbered the other node's object")
+			}
+		})
+	}
+}
+
 func TestWriteENOSPCKeepsReads(t *testing.T) {
 	requireFUSE(t)
 	srv := startMinIO(t)

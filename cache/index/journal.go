@@ -39,6 +39,11 @@ type UploadRecord struct {
 	// close waits for the upload instead), "" once it is flushed. After a
 	// reboot such bytes may be torn and are not uploaded.
 	UnsyncedBoot string
+	// Follows: BaseVersion was taken from the key's previous upload, still
+	// pending when this one was committed (a rewrite of a file whose
+	// upload had not landed). When that upload lands, this one becomes
+	// conditional on the version it created instead.
+	Follows bool
 }
 
 // The journal holds uploads ('u') and renames ('m', moves.go), each
@@ -91,10 +96,18 @@ func MarshalUpload(r UploadRecord) []byte {
 	e.uvarint(uint64(r.State))
 	e.uvarint(uint64(r.Attempts))
 	e.varint(r.Created)
-	if r.UnsyncedBoot != "" { // optional trailing field: older records end before it
+	if r.UnsyncedBoot != "" || r.Follows { // optional trailing fields: older records end before them
 		e.str(r.UnsyncedBoot)
+		e.uvarint(boolUint(r.Follows))
 	}
 	return e.b
+}
+
+func boolUint(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // UnmarshalUpload decodes what MarshalUpload encoded.
@@ -110,6 +123,11 @@ func UnmarshalUpload(b []byte) (UploadRecord, error) {
 	r.Created = d.varint()
 	if d.err == nil && len(d.b) > 0 {
 		r.UnsyncedBoot = d.str()
+		follows := d.uvarint()
+		if follows > 1 {
+			return UploadRecord{}, ErrCorrupt
+		}
+		r.Follows = follows == 1
 	}
 	if err := d.done(); err != nil {
 		return UploadRecord{}, err

@@ -236,11 +236,7 @@ func MarshalDir(r DirRecord) []byte {
 	e := encoder{}
 	e.uvarint(recordV1)
 	e.varint(r.FetchedAt)
-	c := uint64(0)
-	if r.Complete {
-		c = 1
-	}
-	e.uvarint(c)
+	e.uvarint(boolUint(r.Complete))
 	e.varint(r.Entries)
 	return e.b
 }

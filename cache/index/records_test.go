@@ -111,6 +111,10 @@ func TestUploadRecordRoundTrip(t *testing.T) {
 	if got, err := UnmarshalUpload(MarshalUpload(r)); err != nil || got != r {
 		t.Fatalf("%+v %v", got, err)
 	}
+	r.UnsyncedBoot, r.Follows = "", true
+	if got, err := UnmarshalUpload(MarshalUpload(r)); err != nil || got != r {
+		t.Fatalf("%+v %v", got, err)
+	}
 	if _, err := UnmarshalUpload(MarshalUpload(r)[:5]); err == nil {
 		t.Fatal("truncated record accepted")
 	}

@@ -62,6 +62,20 @@ func newJob(seq uint64, r index.UploadRecord, reserved int64) *Job {
 	return &Job{seq: seq, rec: r, reserved: reserved, attempted: make(chan struct{}), done: make(chan struct{})}
 }
 
+// Landed returns the version the job's upload created, once the upload
+// is complete; false while it is pending, or if it never landed.
+func (j *Job) Landed() (string, bool) {
+	if j == nil {
+		return "", false
+	}
+	select {
+	case <-j.done:
+		return j.info.Version, j.err == nil && j.info.Version != ""
+	default:
+		return "", false
+	}
+}
+
 // Wait blocks until the job is settled and returns its error (nil once the
 // object is complete in the bucket).
 func (j *Job) Wait(ctx context.Context) error {
@@ -253,6 +267,7 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 			m.names.ClearLocal(dir, name)
 		}
 		m.removeLocked(j)
+		m.landedLocked(r, info.Version)
 		j.info = info
 		j.settle(nil)
 		m.backendAnsweredLocked() // the others need not wait out their backoff

@@ -236,6 +236,42 @@ func (m *Manager) Unhold(key string) {
 	m.kick()
 }
 
+// followLocked makes j, committed with no base version (a rewrite of a
+// file this mount committed before), conditional on what the key's
+// previous upload started from, or, once that one lands, on the version
+// it created (finish): a rewrite never replaces an object another node
+// put in between. A key with no upload pending keeps no base, and so does
+// a rewrite after a conflict was reported (the previous upload failed):
+// writing the file again is how a user overrides the other writer.
+// Caller holds m.mu.
+func (m *Manager) followLocked(j *Job) {
+	js := m.byKey[j.rec.Key]
+	for i := len(js) - 1; i >= 0; i-- {
+		prev := js[i]
+		if errors.Is(prev.dropped, errCancelled) {
+			continue
+		}
+		if !prev.failed {
+			j.rec.BaseVersion, j.rec.Follows = prev.rec.BaseVersion, true
+		}
+		return
+	}
+}
+
+// landedLocked passes the version an upload of key created on to the
+// uploads that follow it. Caller holds m.mu.
+func (m *Manager) landedLocked(r index.UploadRecord, version string) {
+	for _, k := range m.byKey[r.Key] {
+		if !k.rec.Follows || k.rec.BaseVersion != r.BaseVersion || k.running {
+			continue
+		}
+		k.rec.BaseVersion = version
+		if !k.journaling && k.seq != 0 { // a journaling one records it itself
+			_ = m.putUpload(k.seq, k.rec)
+		}
+	}
+}
+
 // Register is the first half of a commit, with no disk I/O, so that the
 // filesystem can call it under its node locks: from its return on, key
 // reads as st's content (Content) and st belongs to the job. Journal does
@@ -255,6 +291,9 @@ func (m *Manager) Register(key string, st *Staging, base string, mtime int64, he
 	j.held = held && m.opts.Mode == Async
 	j.content, j.journaling = c, true
 	m.mu.Lock()
+	if base == "" {
+		m.followLocked(j)
+	}
 	m.byKey[key] = append(m.byKey[key], j)
 	m.mu.Unlock()
 	return j, nil
