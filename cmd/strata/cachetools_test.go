@@ -13,20 +13,22 @@ import (
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/index"
 	"github.com/stratafs/strata/cache/uring"
+	"github.com/stratafs/strata/internal/warm"
+	"github.com/stratafs/strata/internal/warm/warmtest"
 )
 
 // warmedCacheDir returns a cache dir (closed, nobody holding it) holding
-// every object of warmTree.
+// every object of warmtest.Tree.
 func warmedCacheDir(t *testing.T, opts ...func(*cache.Options)) string {
 	t.Helper()
-	e := newWarmEnv(t, warmTree, 1<<30, opts...)
-	if _, err := e.job(warmRequest{}).run(context.Background(), nil); err != nil {
+	e := warmtest.New(t, warmtest.Tree, 1<<30, opts...)
+	if _, err := e.Job(warm.Request{}).Run(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	dir := e.store.Dir()
-	e.meta.Close()
-	e.fetch.Close()
-	if err := e.store.Close(); err != nil {
+	dir := e.Store.Dir()
+	e.Meta.Close()
+	e.Fetch.Close()
+	if err := e.Store.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -59,7 +61,7 @@ func flipBlock(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.WriteAt([]byte("not the cached bytes"), testBlock+100); err != nil {
+	if _, err := f.WriteAt([]byte("not the cached bytes"), warmtest.Block+100); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -101,7 +103,7 @@ func TestVerifyDropsCorruptBlocks(t *testing.T) {
 			// The bad block is gone from the index: a second pass is clean
 			// and the cache holds one block less.
 			again := run()
-			if again.BadBlocks != 0 || again.Bytes != p.Bytes-tc.bad*testBlock {
+			if again.BadBlocks != 0 || again.Bytes != p.Bytes-tc.bad*warmtest.Block {
 				t.Fatalf("second verify: %+v (first %+v)", again, p)
 			}
 		})
@@ -159,7 +161,7 @@ func TestClear(t *testing.T) {
 			}
 		}
 		n, b, err := clearDir(dir, false)
-		if err != nil || n != int64(len(warmTree)-1) || b == 0 {
+		if err != nil || n != int64(len(warmtest.Tree)-1) || b == 0 {
 			t.Fatalf("clear: %d objects, %d bytes, %v", n, b, err)
 		}
 		left, _ := os.ReadDir(dir)
@@ -176,7 +178,7 @@ func TestClear(t *testing.T) {
 		eng, _ := uring.New(uring.KindPread, uring.DefaultOptions())
 		defer eng.Close()
 		so := cache.DefaultOptions()
-		so.BlockSize, so.Engine, so.Owner = testBlock, eng, "mount /mnt/busy"
+		so.BlockSize, so.Engine, so.Owner = warmtest.Block, eng, "mount /mnt/busy"
 		st, err := cache.Open(dir, so)
 		if err != nil {
 			t.Fatal(err)
@@ -209,7 +211,7 @@ func TestClear(t *testing.T) {
 func TestGCAppliesTheLimit(t *testing.T) {
 	dir := warmedCacheDir(t)
 	var total int64
-	for _, n := range warmTree {
+	for _, n := range warmtest.Tree {
 		total += int64(n)
 	}
 	limit := total / 2

@@ -17,6 +17,7 @@ import (
 
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/warm"
 )
 
 // The control socket: a running mount owns its cache directory (one
@@ -250,8 +251,8 @@ func (c *controlServer) dispatch(ctx context.Context, req controlRequest, out *r
 		if err != nil {
 			return nil, err
 		}
-		s.log.Info("control: warm", "source", req.Source, "prefix", job.req.Prefix, "paths", len(job.req.Paths))
-		return job.run(ctx, func(p WarmProgress) { out.progress(p) })
+		s.log.Info("control: warm", "source", req.Source, "prefix", job.Req.Prefix, "paths", len(job.Req.Paths))
+		return job.Run(ctx, func(p warm.Progress) { out.progress(p) })
 	case "verify":
 		res, err := verifyStore(ctx, s.store, 4, func(p VerifyProgress) { p.Live = true; out.progress(p) })
 		res.Live = true

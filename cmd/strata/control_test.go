@@ -9,11 +9,13 @@ import (
 	"testing"
 
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/warm"
+	"github.com/stratafs/strata/internal/warm/warmtest"
 )
 
 // controlEnv serves a control socket for a "mount" of e's source; dir is
 // made longer than a unix socket path may be, when long is set.
-func controlEnv(t *testing.T, e *warmEnv, long bool) (*server, *controlServer) {
+func controlEnv(t *testing.T, e *warmtest.Env, long bool) (*server, *controlServer) {
 	t.Helper()
 	dir := t.TempDir()
 	if long {
@@ -24,12 +26,12 @@ func controlEnv(t *testing.T, e *warmEnv, long bool) (*server, *controlServer) {
 	}
 	cfg := config.Defaults()
 	cfg.CacheDir = dir
-	src, err := config.ParseSource("file://" + e.src)
+	src, err := config.ParseSource("file://" + e.Src)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := &server{cfg: &cfg, src: src, mnt: "/mnt/test", log: slog.New(slog.DiscardHandler),
-		be: e.fb, store: e.store, fetch: e.fetch, meta: e.meta}
+		be: e.FB, store: e.Store, fetch: e.Fetch, meta: e.Meta}
 	c, err := startControl(s)
 	if err != nil {
 		t.Fatal(err)
@@ -41,7 +43,7 @@ func controlEnv(t *testing.T, e *warmEnv, long bool) (*server, *controlServer) {
 func TestControlSocket(t *testing.T) {
 	for _, long := range []bool{false, true} {
 		t.Run(map[bool]string{false: "short path", true: "path past the unix socket limit"}[long], func(t *testing.T) {
-			e := newWarmEnv(t, warmTree, 1<<30)
+			e := warmtest.New(t, warmtest.Tree, 1<<30)
 			s, c := controlEnv(t, e, long)
 			if long && len(filepath.Join(s.cfg.CacheDir, controlSockName)) < 108 {
 				t.Fatal("the long path is not long")
@@ -73,9 +75,9 @@ func TestControlSocket(t *testing.T) {
 			// A warm through the socket streams progress and its result.
 			conn, _ = dialControl(s.cfg.CacheDir)
 			var progress int
-			var res WarmProgress
+			var res warm.Progress
 			err = conn.call(controlRequest{Op: "warm", Source: s.src.String(), Prefix: "train/"}, func(raw json.RawMessage) {
-				var p WarmProgress
+				var p warm.Progress
 				if json.Unmarshal(raw, &p) != nil {
 					t.Errorf("bad progress %s", raw)
 				}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/warm"
 )
 
 // warmFlags are warm's own options (the backend and cache flags are the
@@ -141,10 +142,10 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 	defer stop()
 
 	pp := newProgressPrinter(os.Stderr, "warm", wf.interval)
-	show := func(p WarmProgress) {
+	show := func(p warm.Progress) {
 		pp.update(progressState{Objects: p.Objects, DoneObjects: p.DoneObjects, Bytes: p.Bytes, DoneBytes: p.DoneBytes, Listing: p.Listing, Failed: p.Failed + p.FailedPaths})
 	}
-	var final WarmProgress
+	var final warm.Progress
 	var via string
 	if _, statErr := os.Stat(filepath.Join(cfg.CacheDir, "index")); statErr == nil {
 		conn, holder, oerr := cacheOwner(cfg.CacheDir)
@@ -157,7 +158,7 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 			fmt.Fprintf(os.Stderr, "warm: %s is in use by %s: warming through its control socket\n", cfg.CacheDir, holder)
 			go func() { <-ctx.Done(); conn.Close() }()
 			err = conn.call(req, func(raw json.RawMessage) {
-				var p WarmProgress
+				var p warm.Progress
 				if json.Unmarshal(raw, &p) == nil {
 					final = p
 					show(p)
@@ -172,7 +173,7 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 		}
 	}
 	fmt.Fprintf(os.Stderr, "warm: %s into %s\n", src, cfg.CacheDir)
-	final, err = warmOffline(ctx, cfg, src, warmRequest{Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}, blockSizeSet, show)
+	final, err = warmOffline(ctx, cfg, src, warm.Request{Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}, blockSizeSet, show)
 	pp.done()
 	if ctx.Err() != nil && err != nil {
 		err = fmt.Errorf("warm interrupted; run it again to resume")
@@ -182,7 +183,7 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 
 // warmLine is the report's sentence: objects warmed of those found, and
 // the listed paths that led to none apart.
-func warmLine(p WarmProgress, via string) string {
+func warmLine(p warm.Progress, via string) string {
 	el := time.Duration(p.Elapsed * float64(time.Second))
 	rate := ""
 	if p.Elapsed > 0 {
@@ -199,7 +200,7 @@ func warmLine(p WarmProgress, via string) string {
 
 // warmReport prints the outcome: a sentence (or JSON) on stdout, then the
 // error if any.
-func warmReport(p WarmProgress, err error, via string, asJSON bool) error {
+func warmReport(p warm.Progress, err error, via string, asJSON bool) error {
 	if asJSON {
 		err = errors.Join(err, printJSON(p))
 	} else if p.Objects > 0 || p.FailedPaths > 0 || err == nil {

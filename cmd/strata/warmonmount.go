@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratafs/strata/internal/metrics"
+	"github.com/stratafs/strata/internal/warm"
 )
 
 // startBackground starts what a mount does on its own once it serves:
@@ -31,14 +32,13 @@ func startBackground(s *server) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopBg = cancel
-	job := &warmJob{meta: s.meta, store: s.store, fetch: s.fetch, source: s.be.String(), root: s.src.Prefix,
-		req: warmRequest{Prefix: prefix, Concurrency: s.cfg.Ops.WarmConcurrency}}
+	job := &warm.Job{Meta: s.meta, Store: s.store, Fetch: s.fetch, Source: s.be.String(), Root: s.src.Prefix, Req: warm.Request{Prefix: prefix, Concurrency: s.cfg.Ops.WarmConcurrency}}
 	s.bgDone = make(chan struct{})
 	go func() {
 		defer close(s.bgDone)
 		s.log.Info("warming in the background", "prefix", "/"+prefix)
 		last := time.Now()
-		p, err := job.run(ctx, func(p WarmProgress) {
+		p, err := job.Run(ctx, func(p warm.Progress) {
 			if time.Since(last) > 30*time.Second {
 				last = time.Now()
 				s.log.Info("warming", "objects", p.DoneObjects, "of", p.Objects, "bytes", p.DoneBytes)

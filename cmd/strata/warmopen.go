@@ -15,12 +15,13 @@ import (
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/uring"
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/warm"
 	"github.com/stratafs/strata/prefetch"
 )
 
 // warmJobForMount turns a control-socket warm request into a job on the
 // running mount, whose source must contain the one asked for.
-func warmJobForMount(s *server, req controlRequest) (*warmJob, error) {
+func warmJobForMount(s *server, req controlRequest) (*warm.Job, error) {
 	want, err := config.ParseSource(req.Source)
 	if err != nil {
 		return nil, err
@@ -32,14 +33,14 @@ func warmJobForMount(s *server, req controlRequest) (*warmJob, error) {
 	if !ok {
 		return nil, fmt.Errorf("this cache dir is mounted from %s; %s is not under it (warm a source under it, or use another --cache-dir)", s.src, want)
 	}
-	r := warmRequest{Prefix: rel + req.Prefix, Concurrency: req.Concurrency}
+	r := warm.Request{Prefix: rel + req.Prefix, Concurrency: req.Concurrency}
 	if r.Concurrency <= 0 || r.Concurrency > 4096 {
 		r.Concurrency = s.cfg.Ops.WarmConcurrency
 	}
 	for _, p := range req.Paths {
 		r.Paths = append(r.Paths, rel+strings.TrimPrefix(p, "/"))
 	}
-	return &warmJob{meta: s.meta, store: s.store, fetch: s.fetch, source: s.be.String(), root: s.src.Prefix, req: r}, nil
+	return &warm.Job{Meta: s.meta, Store: s.store, Fetch: s.fetch, Source: s.be.String(), Root: s.src.Prefix, Req: r}, nil
 }
 
 // relativeSource returns the key prefix of want below mounted ("" or
@@ -137,7 +138,7 @@ func openOffline(ctx context.Context, cfg *config.Config, src config.Source, log
 }
 
 // warmOffline warms a cache dir nobody holds.
-func warmOffline(ctx context.Context, cfg *config.Config, src config.Source, req warmRequest, blockSizeSet bool, show func(WarmProgress)) (WarmProgress, error) {
+func warmOffline(ctx context.Context, cfg *config.Config, src config.Source, req warm.Request, blockSizeSet bool, show func(warm.Progress)) (warm.Progress, error) {
 	if !blockSizeSet {
 		if bs, ok := cacheBlockSize(cfg.CacheDir); ok {
 			cfg.BlockSize = config.Size(bs)
@@ -153,9 +154,9 @@ func warmOffline(ctx context.Context, cfg *config.Config, src config.Source, req
 	log := newLogger(os.Stderr, level, "text")
 	s, err := openOffline(ctx, cfg, src, log, "warm "+src.String())
 	if err != nil {
-		return WarmProgress{}, err
+		return warm.Progress{}, err
 	}
 	defer s.close()
-	job := &warmJob{meta: s.meta, store: s.store, fetch: s.fetch, source: s.be.String(), root: src.Prefix, req: req}
-	return job.run(ctx, show)
+	job := &warm.Job{Meta: s.meta, Store: s.store, Fetch: s.fetch, Source: s.be.String(), Root: src.Prefix, Req: req}
+	return job.Run(ctx, show)
 }
