@@ -12,6 +12,7 @@ import (
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/index"
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/control"
 )
 
 func cacheCmd() *cobra.Command {
@@ -76,10 +77,10 @@ func cacheStatsCmd() *cobra.Command {
 // and from session.json when another process holds it.
 func collectStats(dir string) (CacheStats, error) {
 	st := CacheStats{CacheDir: dir}
-	conn, holder, err := cacheOwner(dir)
+	conn, holder, err := control.Owner(dir)
 	if conn != nil {
 		defer conn.Close()
-		if err := conn.call(controlRequest{Op: "stats"}, nil, &st); err != nil {
+		if err := conn.Call(control.Request{Op: "stats"}, nil, &st); err != nil {
 			return st, err
 		}
 		st.CacheDir, st.History = dir, readHistory(dir)

@@ -20,6 +20,7 @@ import (
 	"github.com/stratafs/strata/cache/index"
 	"github.com/stratafs/strata/cache/uring"
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/control"
 )
 
 func newEngine(name string) (uring.Engine, error) {
@@ -201,7 +202,7 @@ read were checked then); for a check of every block, unmount first.`,
 				pp.update(progressState{Objects: p.Objects, DoneObjects: p.DoneObjects, Bytes: p.Bytes, DoneBytes: p.DoneBytes, Failed: p.BadObjects})
 			}
 			var res VerifyProgress
-			err := viaMountOr(ctx, dir, controlRequest{Op: "verify"}, &res, func(raw json.RawMessage) {
+			err := viaMountOr(ctx, dir, control.Request{Op: "verify"}, &res, func(raw json.RawMessage) {
 				var p VerifyProgress
 				if json.Unmarshal(raw, &p) == nil {
 					show(p)
@@ -249,7 +250,7 @@ is the mount's own limit.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var res GCResult
-			err := viaMountOr(context.Background(), dir, controlRequest{Op: "gc"}, &res, nil, func() error {
+			err := viaMountOr(context.Background(), dir, control.Request{Op: "gc"}, &res, nil, func() error {
 				store, closeFn, err := offlineStore(dir, "cache gc", int64(size), false)
 				if err != nil {
 					return err
@@ -281,8 +282,8 @@ is the mount's own limit.`,
 
 // viaMountOr runs req through the mount serving dir if there is one, else
 // offline().
-func viaMountOr(ctx context.Context, dir string, req controlRequest, result any, onProgress func(json.RawMessage), offline func() error) error {
-	conn, _, err := cacheOwner(dir)
+func viaMountOr(ctx context.Context, dir string, req control.Request, result any, onProgress func(json.RawMessage), offline func() error) error {
+	conn, _, err := control.Owner(dir)
 	if err != nil {
 		return err
 	}
@@ -291,7 +292,7 @@ func viaMountOr(ctx context.Context, dir string, req controlRequest, result any,
 	}
 	defer conn.Close()
 	go func() { <-ctx.Done(); conn.Close() }()
-	return conn.call(req, onProgress, result)
+	return conn.Call(req, onProgress, result)
 }
 
 // printJSON prints v, indented, on stdout.
@@ -331,7 +332,7 @@ func clearDir(dir string, force bool) (objects, bytes int64, err error) {
 		_ = ix.ScanBlockUsage(func(_ index.ID, _, b int64) error { objects++; bytes += b; return nil })
 		ix.Close()
 	}
-	for _, name := range []string{"index", "objects", "staging", "session.json", "session.json.tmp", "history.json", "history.json.tmp", controlSockName} {
+	for _, name := range []string{"index", "objects", "staging", "session.json", "session.json.tmp", "history.json", "history.json.tmp", control.SockName} {
 		if err := os.RemoveAll(filepath.Join(dir, name)); err != nil {
 			return objects, bytes, fmt.Errorf("clear %s: %w", dir, err)
 		}

@@ -9,13 +9,14 @@ import (
 	"testing"
 
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/control"
 	"github.com/stratafs/strata/internal/warm"
 	"github.com/stratafs/strata/internal/warm/warmtest"
 )
 
 // controlEnv serves a control socket for a "mount" of e's source; dir is
 // made longer than a unix socket path may be, when long is set.
-func controlEnv(t *testing.T, e *warmtest.Env, long bool) (*server, *controlServer) {
+func controlEnv(t *testing.T, e *warmtest.Env, long bool) (*server, *control.Server) {
 	t.Helper()
 	dir := t.TempDir()
 	if long {
@@ -36,7 +37,7 @@ func controlEnv(t *testing.T, e *warmtest.Env, long bool) (*server, *controlServ
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(c.close)
+	t.Cleanup(c.Close)
 	return s, c
 }
 
@@ -45,38 +46,38 @@ func TestControlSocket(t *testing.T) {
 		t.Run(map[bool]string{false: "short path", true: "path past the unix socket limit"}[long], func(t *testing.T) {
 			e := warmtest.New(t, warmtest.Tree, 1<<30)
 			s, c := controlEnv(t, e, long)
-			if long && len(filepath.Join(s.cfg.CacheDir, controlSockName)) < 108 {
+			if long && len(filepath.Join(s.cfg.CacheDir, control.SockName)) < 108 {
 				t.Fatal("the long path is not long")
 			}
-			fi, err := os.Stat(filepath.Join(s.cfg.CacheDir, controlSockName))
+			fi, err := os.Stat(filepath.Join(s.cfg.CacheDir, control.SockName))
 			if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
 				t.Fatalf("socket %v mode %v, want a 0600 socket", err, fi.Mode())
 			}
 
-			conn, err := dialControl(s.cfg.CacheDir)
+			conn, err := control.Dial(s.cfg.CacheDir)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := conn.call(controlRequest{Op: "ping"}, nil, nil); err != nil {
+			if err := conn.Call(control.Request{Op: "ping"}, nil, nil); err != nil {
 				t.Fatalf("ping: %v", err)
 			}
-			if conn.Hello.Protocol != controlProtocol || conn.Hello.PID != os.Getpid() || conn.Hello.Mountpoint != "/mnt/test" {
+			if conn.Hello.Protocol != control.Protocol || conn.Hello.PID != os.Getpid() || conn.Hello.Mountpoint != "/mnt/test" {
 				t.Errorf("hello %+v", conn.Hello)
 			}
 			conn.Close()
 
-			conn, _ = dialControl(s.cfg.CacheDir)
-			err = conn.call(controlRequest{Op: "format"}, nil, nil)
+			conn, _ = control.Dial(s.cfg.CacheDir)
+			err = conn.Call(control.Request{Op: "format"}, nil, nil)
 			conn.Close()
 			if err == nil || !strings.Contains(err.Error(), "unknown control operation") {
 				t.Errorf("unknown op: %v", err)
 			}
 
 			// A warm through the socket streams progress and its result.
-			conn, _ = dialControl(s.cfg.CacheDir)
+			conn, _ = control.Dial(s.cfg.CacheDir)
 			var progress int
 			var res warm.Progress
-			err = conn.call(controlRequest{Op: "warm", Source: s.src.String(), Prefix: "train/"}, func(raw json.RawMessage) {
+			err = conn.Call(control.Request{Op: "warm", Source: s.src.String(), Prefix: "train/"}, func(raw json.RawMessage) {
 				var p warm.Progress
 				if json.Unmarshal(raw, &p) != nil {
 					t.Errorf("bad progress %s", raw)
@@ -89,18 +90,18 @@ func TestControlSocket(t *testing.T) {
 			}
 
 			// A source that is not the mount's is refused, saying why.
-			conn, _ = dialControl(s.cfg.CacheDir)
-			err = conn.call(controlRequest{Op: "warm", Source: "file:///elsewhere"}, nil, nil)
+			conn, _ = control.Dial(s.cfg.CacheDir)
+			err = conn.Call(control.Request{Op: "warm", Source: "file:///elsewhere"}, nil, nil)
 			conn.Close()
 			if err == nil || !strings.Contains(err.Error(), "not under it") {
 				t.Errorf("warm of another source: %v", err)
 			}
 
-			c.close()
-			if _, err := os.Stat(filepath.Join(s.cfg.CacheDir, controlSockName)); !os.IsNotExist(err) {
+			c.Close()
+			if _, err := os.Stat(filepath.Join(s.cfg.CacheDir, control.SockName)); !os.IsNotExist(err) {
 				t.Errorf("socket left behind after close: %v", err)
 			}
-			if _, err := dialControl(s.cfg.CacheDir); err == nil {
+			if _, err := control.Dial(s.cfg.CacheDir); err == nil {
 				t.Error("dial succeeded after close")
 			}
 		})

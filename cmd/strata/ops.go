@@ -15,6 +15,7 @@ import (
 
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/control"
 	"github.com/stratafs/strata/internal/metrics"
 )
 
@@ -33,7 +34,7 @@ func bindOpsFlags(fs *pflag.FlagSet, c *config.OpsConfig) {
 type opsState struct {
 	metrics *metrics.Metrics
 	http    *metrics.Server
-	control *controlServer
+	control *control.Server
 	logPath string // the file stderr was writing to at mount, reopened on SIGHUP
 
 	sigs chan os.Signal
@@ -115,7 +116,7 @@ func stopOps(s *server) {
 		o.wg.Wait()
 	}
 	if o.control != nil {
-		o.control.close()
+		o.control.Close()
 	}
 	if o.http != nil {
 		o.http.Close()

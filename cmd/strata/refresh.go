@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratafs/strata/fs"
+	"github.com/stratafs/strata/internal/control"
 )
 
 func refreshCmd() *cobra.Command {
@@ -99,13 +100,13 @@ func runRefresh(mountpoint string, args []string) ([]fs.RefreshResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	conn, err := dialControl(dir)
+	conn, err := control.Dial(dir)
 	if err != nil {
 		return nil, fmt.Errorf("refresh %s: the mount's control socket in %s does not answer (%v); is the mount still running?", e.mountpoint, dir, err)
 	}
 	defer conn.Close()
-	var out refreshReply
-	if err := conn.call(controlRequest{Op: "refresh", Paths: rels}, nil, &out); err != nil {
+	var out control.RefreshReply
+	if err := conn.Call(control.Request{Op: "refresh", Paths: rels}, nil, &out); err != nil {
 		return out.Results, fmt.Errorf("refresh %s: %w", e.mountpoint, err)
 	}
 	return out.Results, nil
@@ -132,15 +133,10 @@ func controlDirOf(mountpoint string) (string, error) {
 	}
 }
 
-// refreshReply is the control socket's answer to "refresh".
-type refreshReply struct {
-	Results []fs.RefreshResult `json:"results"`
-}
-
 // refreshOnMount is the control socket's "refresh": each path in turn;
 // the first failure stops (the backend is unreachable, most likely).
-func refreshOnMount(ctx context.Context, s *server, paths []string) (refreshReply, error) {
-	var out refreshReply
+func refreshOnMount(ctx context.Context, s *server, paths []string) (control.RefreshReply, error) {
+	var out control.RefreshReply
 	if s.fsys == nil {
 		return out, errors.New("this process serves no mount")
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/control"
 	"github.com/stratafs/strata/internal/warm"
 )
 
@@ -148,16 +149,16 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 	var final warm.Progress
 	var via string
 	if _, statErr := os.Stat(filepath.Join(cfg.CacheDir, "index")); statErr == nil {
-		conn, holder, oerr := cacheOwner(cfg.CacheDir)
+		conn, holder, oerr := control.Owner(cfg.CacheDir)
 		switch {
 		case oerr != nil:
 			return oerr
 		case conn != nil:
 			defer conn.Close()
-			req := controlRequest{Op: "warm", Source: src.String(), Endpoint: cfg.EndpointURL, Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}
+			req := control.Request{Op: "warm", Source: src.String(), Endpoint: cfg.EndpointURL, Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}
 			fmt.Fprintf(os.Stderr, "warm: %s is in use by %s: warming through its control socket\n", cfg.CacheDir, holder)
 			go func() { <-ctx.Done(); conn.Close() }()
-			err = conn.call(req, func(raw json.RawMessage) {
+			err = conn.Call(req, func(raw json.RawMessage) {
 				var p warm.Progress
 				if json.Unmarshal(raw, &p) == nil {
 					final = p

@@ -15,13 +15,14 @@ import (
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/uring"
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/control"
 	"github.com/stratafs/strata/internal/warm"
 	"github.com/stratafs/strata/prefetch"
 )
 
 // warmJobForMount turns a control-socket warm request into a job on the
 // running mount, whose source must contain the one asked for.
-func warmJobForMount(s *server, req controlRequest) (*warm.Job, error) {
+func warmJobForMount(s *server, req control.Request) (*warm.Job, error) {
 	want, err := config.ParseSource(req.Source)
 	if err != nil {
 		return nil, err
