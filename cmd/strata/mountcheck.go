@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/internal/cachetools"
 )
 
 // Checks of where a mount goes that must happen before anything touches
@@ -156,7 +157,7 @@ func checkCacheFree(cacheDir string, wait time.Duration) error {
 	if !ok || pid == os.Getpid() {
 		return nil
 	}
-	s, _ := readSession(cacheDir)
+	s, _ := cachetools.ReadSession(cacheDir)
 	// A holder without a mountpoint (warm, cache verify), with one still
 	// mounted, or serving a /dev/fd mount (the Kubernetes sidecar) is live.
 	if holderMnt == "" || strings.HasPrefix(holderMnt, "/dev/fd/") || isMountpoint(holderMnt) {

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 
+	"github.com/stratafs/strata/internal/cachetools"
 	"github.com/stratafs/strata/internal/control"
 	"github.com/stratafs/strata/internal/warm"
 )
@@ -25,11 +26,11 @@ func (s *server) handleControl(ctx context.Context, req control.Request, progres
 		s.log.Info("control: warm", "source", req.Source, "prefix", job.Req.Prefix, "paths", len(job.Req.Paths))
 		return job.Run(ctx, func(p warm.Progress) { progress(p) })
 	case "verify":
-		res, err := verifyStore(ctx, s.store, 4, func(p VerifyProgress) { p.Live = true; progress(p) })
+		res, err := cachetools.Verify(ctx, s.store, 4, func(p cachetools.VerifyProgress) { p.Live = true; progress(p) })
 		res.Live = true
 		return res, err
 	case "gc":
-		return gcStore(s.store), nil
+		return cachetools.GC(s.store), nil
 	case "refresh":
 		return refreshOnMount(ctx, s, req.Paths)
 	}

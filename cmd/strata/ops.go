@@ -14,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/internal/cachetools"
 	"github.com/stratafs/strata/internal/config"
 	"github.com/stratafs/strata/internal/control"
 	"github.com/stratafs/strata/internal/metrics"
@@ -122,7 +123,7 @@ func stopOps(s *server) {
 		o.http.Close()
 	}
 	if o.sigs != nil && s.session != nil && s.cfg.Ops.History > 0 { // a mount that served
-		if err := appendHistory(s.cfg.CacheDir, s.session.snapshot(false), s.cfg.Ops.History); err != nil {
+		if err := cachetools.AppendHistory(s.cfg.CacheDir, s.session.snapshot(false), s.cfg.Ops.History); err != nil {
 			s.log.Warn("saving the session to the cache history", "err", err)
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/stratafs/strata/cache/uring"
 	"github.com/stratafs/strata/cache/writeback"
 	"github.com/stratafs/strata/fs"
+	"github.com/stratafs/strata/internal/cachetools"
 	"github.com/stratafs/strata/internal/config"
 	"github.com/stratafs/strata/prefetch"
 )
@@ -117,7 +118,7 @@ func start(ctx context.Context, cfg *config.Config, src config.Source, mnt strin
 		so.MinFree = config.MinFreeFraction
 	}
 	so.Engine, so.Logger, so.Owner = s.eng, log, "mount "+mnt
-	privateFiles()
+	cachetools.PrivateFiles()
 	if s.store, err = cache.Open(cfg.CacheDir, so); err != nil {
 		return nil, fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
 	}

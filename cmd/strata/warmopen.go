@@ -6,14 +6,13 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/stratafs/strata/cache"
-	"github.com/stratafs/strata/cache/index"
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/uring"
+	"github.com/stratafs/strata/internal/cachetools"
 	"github.com/stratafs/strata/internal/config"
 	"github.com/stratafs/strata/internal/control"
 	"github.com/stratafs/strata/internal/warm"
@@ -65,24 +64,6 @@ func relativeSource(mounted, want config.Source) (string, bool) {
 	return strings.TrimPrefix(want.Prefix, mounted.Prefix), true
 }
 
-// cacheBlockSize is the block size a cache dir was created with, if it
-// has been used before. The caller makes sure nobody holds the dir.
-func cacheBlockSize(dir string) (int64, bool) {
-	if _, err := os.Stat(filepath.Join(dir, "index")); err != nil {
-		return 0, false
-	}
-	ix, err := index.Open(filepath.Join(dir, "index"), index.DefaultOptions())
-	if err != nil {
-		return 0, false
-	}
-	defer ix.Close()
-	f, ok, err := ix.ReadFormat()
-	if err != nil || !ok {
-		return 0, false
-	}
-	return f.BlockSize, true
-}
-
 // openOffline builds what a mount builds, minus FUSE: backend, cache,
 // metadata cache and fetcher, owning the cache dir as `owner`. close()
 // releases it all.
@@ -113,7 +94,7 @@ func openOffline(ctx context.Context, cfg *config.Config, src config.Source, log
 		so.MinFree = config.MinFreeFraction
 	}
 	so.Engine, so.Logger, so.Owner = s.eng, log, owner
-	privateFiles()
+	cachetools.PrivateFiles()
 	if s.store, err = cache.Open(cfg.CacheDir, so); err != nil {
 		if errors.Is(err, cache.ErrLocked) {
 			return nil, fmt.Errorf("%w (retry once it is done, or use another --cache-dir)", err)
@@ -141,7 +122,7 @@ func openOffline(ctx context.Context, cfg *config.Config, src config.Source, log
 // warmOffline warms a cache dir nobody holds.
 func warmOffline(ctx context.Context, cfg *config.Config, src config.Source, req warm.Request, blockSizeSet bool, show func(warm.Progress)) (warm.Progress, error) {
 	if !blockSizeSet {
-		if bs, ok := cacheBlockSize(cfg.CacheDir); ok {
+		if bs, ok := cachetools.BlockSize(cfg.CacheDir); ok {
 			cfg.BlockSize = config.Size(bs)
 			if cfg.PartSize < cfg.BlockSize {
 				cfg.PartSize = cfg.BlockSize
