@@ -8,7 +8,6 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/stratafs/strata/cache/index"
 	"github.com/stratafs/strata/internal/cachetools"
 	"github.com/stratafs/strata/internal/config"
 )
@@ -102,22 +101,4 @@ func printHistory(h []cachetools.Session, n int) {
 			s.Started.Local().Format("2006-01-02 15:04"), fmtDuration(dur), 100*ratio, sizeStr(total),
 			sizeStr(s.FetchedBytes), s.Fetches, s.Opens, s.PTOpens, s.Source)
 	}
-}
-
-// liveStats is the control socket's answer to "stats".
-func liveStats(s *server) (cachetools.Stats, error) {
-	st := cachetools.Stats{
-		CacheDir: s.cfg.CacheDir, Live: true, InUseBy: fmt.Sprintf("pid %d (mount %s)", os.Getpid(), s.mnt),
-		SizeBytes: s.store.Used(), LimitBytes: s.store.Limit(), BlockSize: s.store.BlockSize(),
-	}
-	if s.session != nil {
-		sn := s.session.snapshot(true)
-		st.Session = &sn
-	}
-	err := s.store.Index().ScanBlockUsage(func(_ index.ID, blocks, _ int64) error {
-		st.Objects++
-		st.Blocks += blocks
-		return nil
-	})
-	return st, err
 }

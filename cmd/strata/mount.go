@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/mount"
 )
 
 func mountCmd() *cobra.Command {
@@ -78,7 +78,7 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 		return err
 	}
 	recoverDeadMount(mnt)
-	if err := checkMountpoint(mnt); err != nil {
+	if err := mount.CheckMountpoint(mnt); err != nil {
 		return err
 	}
 	if !allowNonempty {
@@ -105,33 +105,33 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 	ready := readyPipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := start(ctx, cfg, src, mnt, log)
+	srv, err := mount.Start(ctx, mount.Options{Config: cfg, Source: src, Mountpoint: mnt, Logger: log})
 	report(ready, err)
 	if err != nil {
 		return err
 	}
-	srv.logSummary()
+	srv.LogSummary()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	done := make(chan struct{})
 	go func() {
-		srv.mounted.Server.Wait()
+		srv.Wait()
 		close(done)
 	}()
 	for {
 		select {
 		case <-done:
 			log.Info("unmounted; flushing the cache index", "mountpoint", mnt)
-			srv.close()
+			srv.Close()
 			return nil
 		case sig := <-sigs:
 			log.Info("signal received; unmounting", "signal", sig.String())
 			if strings.HasPrefix(mnt, "/dev/fd/") {
-				srv.close()
+				srv.Close()
 				return nil
 			}
-			unmount(srv, log)
+			srv.Unmount()
 		}
 	}
 }
@@ -144,18 +144,3 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 // 64 readers at --memory-limit 128MiB peaked at 659 MiB of anonymous RSS
 // (make soak); with it, 341 MiB at the same throughput.
 func goMemoryLimit(cfg *config.Config) int64 { return int64(cfg.MemoryLimit) + 320<<20 }
-
-// unmount detaches the mount; if files are still open it detaches lazily,
-// so the kernel finishes with them and the process exits once they close.
-func unmount(srv *server, log interface{ Warn(string, ...any) }) {
-	if err := srv.mounted.Server.Unmount(); err == nil {
-		return
-	}
-	time.Sleep(200 * time.Millisecond)
-	if err := srv.mounted.Server.Unmount(); err == nil {
-		return
-	}
-	if err := unix.Unmount(srv.mnt, unix.MNT_DETACH); err != nil {
-		log.Warn("lazy unmount failed", "mountpoint", srv.mnt, "err", err)
-	}
-}

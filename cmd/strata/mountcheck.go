@@ -15,6 +15,7 @@ import (
 
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/internal/cachetools"
+	"github.com/stratafs/strata/internal/mount"
 )
 
 // Checks of where a mount goes that must happen before anything touches
@@ -41,10 +42,10 @@ func readMountinfo() []mountEntry {
 		if len(f) < 5 {
 			continue
 		}
-		e := mountEntry{dev: f[2], mountpoint: unescapeMountinfo(f[4])}
+		e := mountEntry{dev: f[2], mountpoint: mount.UnescapeMountinfo(f[4])}
 		for i := 5; i < len(f); i++ {
 			if f[i] == "-" && i+2 < len(f) {
-				e.fstype, e.source = f[i+1], unescapeMountinfo(f[i+2])
+				e.fstype, e.source = f[i+1], mount.UnescapeMountinfo(f[i+2])
 				break
 			}
 		}
@@ -160,7 +161,7 @@ func checkCacheFree(cacheDir string, wait time.Duration) error {
 	s, _ := cachetools.ReadSession(cacheDir)
 	// A holder without a mountpoint (warm, cache verify), with one still
 	// mounted, or serving a /dev/fd mount (the Kubernetes sidecar) is live.
-	if holderMnt == "" || strings.HasPrefix(holderMnt, "/dev/fd/") || isMountpoint(holderMnt) {
+	if holderMnt == "" || strings.HasPrefix(holderMnt, "/dev/fd/") || mount.IsMountpoint(holderMnt) {
 		what := "pid " + strconv.Itoa(pid)
 		if holderMnt != "" {
 			what = fmt.Sprintf("the mount at %s (pid %d)", holderMnt, pid)
@@ -208,4 +209,19 @@ func recoverDeadMount(mnt string) {
 	if err := unix.Unmount(e.mountpoint, unix.MNT_DETACH); err == nil {
 		fmt.Fprintf(os.Stderr, "strata: the previous mount at %s had died (transport endpoint is not connected); detached it\n", mnt)
 	}
+}
+
+// absMountpoint resolves the mountpoint the way mountinfo shows it.
+func absMountpoint(p string) (string, error) {
+	if strings.HasPrefix(p, "/dev/fd/") {
+		return p, nil
+	}
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if r, err := filepath.EvalSymlinks(a); err == nil {
+		a = r
+	}
+	return a, nil
 }

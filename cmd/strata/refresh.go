@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -131,27 +130,6 @@ func controlDirOf(mountpoint string) (string, error) {
 		}
 		return string(buf[:n]), nil
 	}
-}
-
-// refreshOnMount is the control socket's "refresh": each path in turn;
-// the first failure stops (the backend is unreachable, most likely).
-func refreshOnMount(ctx context.Context, s *server, paths []string) (control.RefreshReply, error) {
-	var out control.RefreshReply
-	if s.fsys == nil {
-		return out, errors.New("this process serves no mount")
-	}
-	if len(paths) == 0 {
-		paths = []string{""}
-	}
-	for _, p := range paths {
-		r, err := s.fsys.Refresh(ctx, p)
-		if err != nil {
-			return out, err
-		}
-		s.log.Info("refreshed", "path", "/"+r.Path, "state", r.State, "version", r.Version, "was", r.Was)
-		out.Results = append(out.Results, r)
-	}
-	return out, nil
 }
 
 // describeRefresh is one line of the command's output.

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stratafs/strata/internal/config"
 	"github.com/stratafs/strata/internal/csi"
+	"github.com/stratafs/strata/internal/mount"
 )
 
 // sidecarOptions are the flags of `strata sidecar`.
@@ -199,7 +200,7 @@ func (s *sidecar) serveVolume(ctx context.Context, dir string) {
 }
 
 // takeHandoff connects, receives the descriptor and starts serving it.
-func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger) (*server, *net.UnixConn, error) {
+func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger) (*mount.Mount, *net.UnixConn, error) {
 	conn, err := csi.DialHandoff(ctx, dir)
 	if err != nil {
 		return nil, nil, err
@@ -229,7 +230,7 @@ func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger)
 }
 
 // start serves dev as /dev/fd/N with the handed-over options.
-func (s *sidecar) start(ctx context.Context, h csi.Handoff, dev *os.File, log *slog.Logger) (*server, error) {
+func (s *sidecar) start(ctx context.Context, h csi.Handoff, dev *os.File, log *slog.Logger) (*mount.Mount, error) {
 	// go-fuse takes ownership of the descriptor it is given: give it a
 	// bare duplicate, so no *os.File finaliser ever closes it. If start
 	// fails the duplicate may leak; it is released when the process exits.
@@ -262,18 +263,18 @@ func (s *sidecar) start(ctx context.Context, h csi.Handoff, dev *os.File, log *s
 		return nil, err
 	}
 	defer restore()
-	srv, err := start(ctx, &cfg, src, mnt, log)
+	srv, err := mount.Start(ctx, mount.Options{Config: &cfg, Source: src, Mountpoint: mnt, Logger: log})
 	if err != nil {
 		return nil, err
 	}
-	srv.logSummary()
+	srv.LogSummary()
 	return srv, nil
 }
 
 // run waits for the end of one served volume and shuts it down.
-func (s *sidecar) run(ctx context.Context, dir string, srv *server, conn *net.UnixConn, log *slog.Logger) {
+func (s *sidecar) run(ctx context.Context, dir string, srv *mount.Mount, conn *net.UnixConn, log *slog.Logger) {
 	served := make(chan struct{})
-	go func() { srv.mounted.Server.Wait(); close(served) }()
+	go func() { srv.Wait(); close(served) }()
 	told := make(chan struct{})
 	go func() {
 		for {
@@ -301,7 +302,7 @@ func (s *sidecar) run(ctx context.Context, dir string, srv *server, conn *net.Un
 	}
 	conn.Close()
 	os.Remove(filepath.Join(dir, csi.ReadyName))
-	srv.close()
+	srv.Close()
 }
 
 // setCredentials puts a hand-off's credentials where the backends look:

@@ -17,8 +17,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/stratafs/strata/internal/cachetools"
 	"github.com/stratafs/strata/internal/config"
 	"github.com/stratafs/strata/internal/control"
+	"github.com/stratafs/strata/internal/mount"
 	"github.com/stratafs/strata/internal/warm"
 )
 
@@ -211,4 +213,28 @@ func warmReport(p warm.Progress, err error, via string, asJSON bool) error {
 		fmt.Fprintln(os.Stderr, "warm: warning: "+p.Warning)
 	}
 	return err
+}
+
+// warmOffline warms a cache dir nobody holds.
+func warmOffline(ctx context.Context, cfg *config.Config, src config.Source, req warm.Request, blockSizeSet bool, show func(warm.Progress)) (warm.Progress, error) {
+	if !blockSizeSet {
+		if bs, ok := cachetools.BlockSize(cfg.CacheDir); ok {
+			cfg.BlockSize = config.Size(bs)
+			if cfg.PartSize < cfg.BlockSize {
+				cfg.PartSize = cfg.BlockSize
+			}
+		}
+	}
+	level := "warn" // info lines would break the progress bar
+	if cfg.LogLevel == "debug" || cfg.LogLevel == "error" {
+		level = cfg.LogLevel
+	}
+	log := newLogger(os.Stderr, level, "text")
+	s, err := mount.Open(ctx, mount.Options{Config: cfg, Source: src, Owner: "warm " + src.String(), Logger: log})
+	if err != nil {
+		return warm.Progress{}, err
+	}
+	defer s.Close()
+	job := s.WarmJob(req)
+	return job.Run(ctx, show)
 }

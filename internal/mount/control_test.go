@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"encoding/json"
@@ -16,7 +16,7 @@ import (
 
 // controlEnv serves a control socket for a "mount" of e's source; dir is
 // made longer than a unix socket path may be, when long is set.
-func controlEnv(t *testing.T, e *warmtest.Env, long bool) (*server, *control.Server) {
+func controlEnv(t *testing.T, e *warmtest.Env, long bool) (*Mount, *control.Server) {
 	t.Helper()
 	dir := t.TempDir()
 	if long {
@@ -31,7 +31,7 @@ func controlEnv(t *testing.T, e *warmtest.Env, long bool) (*server, *control.Ser
 	if err != nil {
 		t.Fatal(err)
 	}
-	s := &server{cfg: &cfg, src: src, mnt: "/mnt/test", log: slog.New(slog.DiscardHandler),
+	s := &Mount{cfg: &cfg, src: src, mnt: "/mnt/test", log: slog.New(slog.DiscardHandler),
 		be: e.FB, store: e.Store, fetch: e.Fetch, meta: e.Meta}
 	c, err := startControl(s)
 	if err != nil {

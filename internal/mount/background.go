@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"context"
@@ -11,7 +11,7 @@ import (
 
 // startBackground starts what a mount does on its own once it serves:
 // warming a prefix (--warm-on-mount), and the upload-queue gauge.
-func startBackground(s *server) {
+func startBackground(s *Mount) {
 	if s.wb != nil {
 		registerUploadQueue(s, func() metrics.UploadQueue {
 			sum := s.wb.Summary()
@@ -32,7 +32,7 @@ func startBackground(s *server) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopBg = cancel
-	job := &warm.Job{Meta: s.meta, Store: s.store, Fetch: s.fetch, Source: s.be.String(), Root: s.src.Prefix, Req: warm.Request{Prefix: prefix, Concurrency: s.cfg.Ops.WarmConcurrency}}
+	job := s.WarmJob(warm.Request{Prefix: prefix, Concurrency: s.cfg.Ops.WarmConcurrency})
 	s.bgDone = make(chan struct{})
 	go func() {
 		defer close(s.bgDone)
@@ -53,7 +53,7 @@ func startBackground(s *server) {
 }
 
 // stopBackground cancels background work and waits for it.
-func stopBackground(s *server) {
+func stopBackground(s *Mount) {
 	if s.stopBg != nil {
 		s.stopBg()
 		<-s.bgDone

@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"encoding/json"
@@ -11,13 +11,13 @@ import (
 )
 
 type sessionWriter struct {
-	s       *server
+	s       *Mount
 	started time.Time
 	stopCh  chan struct{}
 	done    sync.WaitGroup
 }
 
-func startSession(s *server) *sessionWriter {
+func startSession(s *Mount) *sessionWriter {
 	w := &sessionWriter{s: s, started: time.Now(), stopCh: make(chan struct{})}
 	w.write(true)
 	w.done.Add(1)

@@ -1,0 +1,26 @@
+// Package mount puts a Strata mount together, once, for every caller: the
+// CLI (`strata mount`, and the CSI node plugin's node mode, which runs
+// it), the sidecar serving a /dev/fuse descriptor handed over by the CSI
+// plugin, and the offline `strata warm`.
+//
+// Start takes Options (the config.Config, the source, the mountpoint and
+// a logger) and returns a running *Mount: backend (instrumented for
+// metrics), I/O engine, cache store, backend check, shared tier, metadata
+// cache, fetcher, then the FUSE filesystem, the write path, the kernel
+// mount, the session file, operations (metrics, control socket, signals)
+// and background warming (--warm-on-mount). Open builds the same stack up
+// to the fetcher, without FUSE. Wait blocks until the kernel unmounts,
+// Unmount detaches, Close releases everything in reverse order (draining
+// pending uploads first).
+//
+// The mount answers the control socket (internal/control) with its
+// Handler: stats, warm (internal/warm), verify and gc (internal/cachetools)
+// and refresh.
+//
+// Locks: mount holds none of its own; its background goroutines (session
+// writer, shared-tier report, signal loop, warm-on-mount) are stopped by
+// channels and waited for in Close, before what they read is closed.
+//
+// mount may import backend/..., cache/..., prefetch, fs and the other
+// internal packages; nothing in internal/ imports it, only cmd/strata.
+package mount
