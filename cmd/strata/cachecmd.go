@@ -50,7 +50,7 @@ func cacheStatsCmd() *cobra.Command {
 	}
 	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().IntVar(&last, "last", 10, "mounts of the history to show")
+	cmd.Flags().IntVar(&last, "last", config.Tools().StatsLast, "mounts of the history to show")
 	requireFlag(cmd, "cache-dir")
 	return cmd
 }

@@ -69,7 +69,7 @@ read were checked then); for a check of every block, unmount first.`,
 	}
 	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().IntVar(&workers, "workers", 4, "objects checked at once (offline)")
+	cmd.Flags().IntVar(&workers, "workers", config.Tools().VerifyWorkers, "objects checked at once (offline)")
 	requireFlag(cmd, "cache-dir")
 	return cmd
 }

@@ -34,7 +34,8 @@ type sidecarOptions struct {
 }
 
 func sidecarCmd() *cobra.Command {
-	o := sidecarOptions{handoffDir: "/strata-handoff", cacheDir: "/strata-cache", logLevel: "info", logFormat: "auto"}
+	d := config.CSI()
+	o := sidecarOptions{handoffDir: d.SidecarHandoffDir, cacheDir: d.SidecarCacheDir, logLevel: d.LogLevel, logFormat: d.LogFormat}
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Serve the pod's Strata volumes handed over by the CSI node plugin",

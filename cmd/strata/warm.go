@@ -64,7 +64,7 @@ Use the same --cache-dir (and endpoint flags) as the mount.`,
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Hidden = !warmHonours(f.Name) })
 	cmd.Flags().StringVar(&wf.prefix, "prefix", "", "warm only keys starting with this prefix, relative to SOURCE (e.g. train/ or train/shard-00)")
 	cmd.Flags().StringVar(&wf.fromList, "from-list", "", "warm the files and directories listed in FILE, one path relative to SOURCE per line (- for stdin)")
-	cmd.Flags().DurationVar(&wf.interval, "progress-interval", 10*time.Second, "how often to print a progress line when not on a terminal")
+	cmd.Flags().DurationVar(&wf.interval, "progress-interval", config.Tools().ProgressInterval, "how often to print a progress line when not on a terminal")
 	cmd.Flags().BoolVar(&wf.asJSON, "json", false, "print the final report as JSON")
 	return cmd
 }
