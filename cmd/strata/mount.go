@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -41,53 +40,22 @@ the background (--foreground stays attached). Unmount with: umount MOUNTPOINT`,
 	return cmd
 }
 
-// prepare parses and validates everything that can be checked without the
-// network, filling in defaults that depend on the source.
-func prepare(cfg *config.Config, source, mountpoint string) (config.Source, string, error) {
-	src, err := config.ParseSource(source)
-	if err != nil {
-		return src, "", err
-	}
-	if err := cfg.Validate(); err != nil {
-		return src, "", err
-	}
-	mnt, err := absMountpoint(mountpoint)
-	if err != nil {
-		return src, "", err
-	}
-	if cfg.CacheDir == "" {
-		if cfg.CacheDir, err = config.DefaultCacheDir(src, cfg.EndpointURL); err != nil {
-			return src, "", err
-		}
-	}
-	if cfg.CacheDir, err = filepath.Abs(cfg.CacheDir); err != nil {
-		return src, "", err
-	}
-	if err := checkCacheDir(cfg.CacheDir, mnt); err != nil {
-		return src, "", err
-	}
-	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
-		return src, "", fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
-	}
-	return src, mnt, nil
-}
-
 func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool) error {
-	src, mnt, err := prepare(cfg, source, mountpoint)
+	src, mnt, err := mount.Prepare(cfg, source, mountpoint)
 	if err != nil {
 		return err
 	}
-	recoverDeadMount(mnt)
+	mount.RecoverDeadMount(mnt)
 	if err := mount.CheckMountpoint(mnt); err != nil {
 		return err
 	}
 	if !allowNonempty {
-		if err := checkEmpty(mnt); err != nil {
+		if err := mount.CheckEmpty(mnt); err != nil {
 			return err
 		}
 	}
 	if !cfg.Foreground {
-		if err := checkCacheFree(cfg.CacheDir, 5*time.Minute); err != nil {
+		if err := mount.CheckCacheFree(cfg.CacheDir, 5*time.Minute); err != nil {
 			return err // before opening the log: it may be the other mount's
 		}
 		logFile := cfg.LogFile

@@ -11,6 +11,7 @@ import (
 
 	"github.com/stratafs/strata/fs"
 	"github.com/stratafs/strata/internal/control"
+	"github.com/stratafs/strata/internal/mount"
 )
 
 func refreshCmd() *cobra.Command {
@@ -84,29 +85,29 @@ func refreshPaths(mountpoint string, args []string) ([]string, error) {
 // runRefresh finds the mount's control socket through the mountpoint and
 // asks it to refresh the paths.
 func runRefresh(mountpoint string, args []string) ([]fs.RefreshResult, error) {
-	e, err := findMount(mountpoint)
+	e, err := mount.Find(mountpoint)
 	if err != nil {
 		return nil, err
 	}
-	if !isFUSE(e.fstype) {
-		return nil, fmt.Errorf("%s is not a strata mount (it is %s)", e.mountpoint, e.fstype)
+	if !mount.IsFUSE(e.FSType) {
+		return nil, fmt.Errorf("%s is not a strata mount (it is %s)", e.Mountpoint, e.FSType)
 	}
-	rels, err := refreshPaths(e.mountpoint, args)
+	rels, err := refreshPaths(e.Mountpoint, args)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := controlDirOf(e.mountpoint)
+	dir, err := controlDirOf(e.Mountpoint)
 	if err != nil {
 		return nil, err
 	}
 	conn, err := control.Dial(dir)
 	if err != nil {
-		return nil, fmt.Errorf("refresh %s: the mount's control socket in %s does not answer (%v); is the mount still running?", e.mountpoint, dir, err)
+		return nil, fmt.Errorf("refresh %s: the mount's control socket in %s does not answer (%v); is the mount still running?", e.Mountpoint, dir, err)
 	}
 	defer conn.Close()
 	var out control.RefreshReply
 	if err := conn.Call(control.Request{Op: "refresh", Paths: rels}, nil, &out); err != nil {
-		return out.Results, fmt.Errorf("refresh %s: %w", e.mountpoint, err)
+		return out.Results, fmt.Errorf("refresh %s: %w", e.Mountpoint, err)
 	}
 	return out.Results, nil
 }

@@ -253,7 +253,7 @@ func (s *sidecar) start(ctx context.Context, h csi.Handoff, dev *os.File, log *s
 		cfg.MemoryLimit = config.Size(max(s.plan.BufferCap, 4*int64(cfg.BlockSize)))
 	}
 	mnt := "/dev/fd/" + strconv.Itoa(fd)
-	src, mnt, err := prepare(&cfg, h.Source, mnt)
+	src, mnt, err := mount.Prepare(&cfg, h.Source, mnt)
 	if err != nil {
 		return nil, err
 	}
