@@ -21,6 +21,12 @@
 // writer, shared-tier report, signal loop, warm-on-mount) are stopped by
 // channels and waited for in Close, before what they read is closed.
 //
+// Before Start, Prepare validates the settings and resolves the
+// mountpoint and cache dir, and preflight.go has the other checks a CLI
+// mount makes (an empty mountpoint, a cache dir another mount still
+// holds, a dead mount to detach) and the mountinfo reader.
+//
 // mount may import backend/..., cache/..., prefetch, fs and the other
-// internal packages; nothing in internal/ imports it, only cmd/strata.
+// internal packages; only cmd/strata and internal/sidecar (which serves
+// handed-over mounts with it) import it.
 package mount
