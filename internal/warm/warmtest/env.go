@@ -1,6 +1,3 @@
-// Package warmtest builds a source, cache, metadata cache and fetcher for
-// the tests of the warm engine and of what uses it (cache tools, control
-// socket, mount).
 package warmtest
 
 import (
