@@ -82,12 +82,13 @@ func CSI() CSIDefaults {
 
 // ToolDefaults are the defaults of the flags of the other commands.
 type ToolDefaults struct {
-	ProgressInterval time.Duration // strata warm --progress-interval
-	StatsLast        int           // strata cache stats --last
-	VerifyWorkers    int           // strata cache verify --workers
+	ProgressInterval  time.Duration // strata warm --progress-interval
+	SyncProgressEvery time.Duration // strata sync --progress-every
+	StatsLast         int           // strata cache stats --last
+	VerifyWorkers     int           // strata cache verify --workers
 }
 
-// Tools are the defaults of the flags of warm and the cache tools.
+// Tools are the defaults of the flags of warm, sync and the cache tools.
 func Tools() ToolDefaults {
-	return ToolDefaults{ProgressInterval: 10 * time.Second, StatsLast: 10, VerifyWorkers: 4}
+	return ToolDefaults{ProgressInterval: 10 * time.Second, SyncProgressEvery: 5 * time.Second, StatsLast: 10, VerifyWorkers: 4}
 }
