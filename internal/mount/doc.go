@@ -13,6 +13,11 @@
 // Unmount detaches, Close releases everything in reverse order (draining
 // pending uploads first).
 //
+// Each feature group of internal/config hooks into Start and Close from
+// its own file (write.go, shared.go, ops.go, background.go), so features
+// grow without editing the assembly in assemble.go; their flags are bound
+// in cmd/strata/flags.go.
+//
 // The mount answers the control socket (internal/control) with its
 // Handler: stats, warm (internal/warm), verify and gc (internal/cachetools)
 // and refresh.

@@ -39,7 +39,7 @@ type Mount struct {
 	wb      *writeback.Manager
 	shared  *sharedState // shared.go
 	ops     *opsState    // ops.go
-	stopBg  func()       // warmonmount.go
+	stopBg  func()       // background.go
 	bgDone  chan struct{}
 }
 

@@ -41,7 +41,7 @@ func opsOf(s *Mount) *opsState {
 }
 
 // instrumentBackend counts and times every request to the origin (one
-// line in start, right after the backend is opened).
+// line in open, right after the backend is opened).
 func instrumentBackend(s *Mount, be backend.Backend) backend.Backend {
 	return opsOf(s).metrics.WrapBackend(be)
 }
@@ -134,7 +134,7 @@ func (o *opsState) signalLoop(s *Mount) {
 	}
 }
 
-// Signals a running mount handles besides SIGTERM/SIGINT (mount.go):
+// Signals a running mount handles besides SIGTERM/SIGINT (cmd/strata mount.go):
 //   SIGHUP   reopen the log file (after logrotate moved it away)
 //   SIGUSR1  write every counter to the log, one line
 
