@@ -3,30 +3,21 @@ package mount
 import (
 	"encoding/json"
 	"log/slog"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/stratafs/strata/internal/cachetools"
 	"github.com/stratafs/strata/internal/config"
 	"github.com/stratafs/strata/internal/control"
 	"github.com/stratafs/strata/internal/warm"
 	"github.com/stratafs/strata/internal/warm/warmtest"
 )
 
-// controlEnv serves a control socket for a "mount" of e's source; dir is
-// made longer than a unix socket path may be, when long is set.
-func controlEnv(t *testing.T, e *warmtest.Env, long bool) (*Mount, *control.Server) {
+// controlEnv serves a control socket for a "mount" of e's source.
+func controlEnv(t *testing.T, e *warmtest.Env) *Mount {
 	t.Helper()
-	dir := t.TempDir()
-	if long {
-		dir = filepath.Join(dir, strings.Repeat("d", 60), strings.Repeat("e", 60))
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			t.Fatal(err)
-		}
-	}
 	cfg := config.Defaults()
-	cfg.CacheDir = dir
+	cfg.CacheDir = t.TempDir()
 	src, err := config.ParseSource("file://" + e.Src)
 	if err != nil {
 		t.Fatal(err)
@@ -38,73 +29,68 @@ func controlEnv(t *testing.T, e *warmtest.Env, long bool) (*Mount, *control.Serv
 		t.Fatal(err)
 	}
 	t.Cleanup(c.Close)
-	return s, c
+	return s
 }
 
-func TestControlSocket(t *testing.T) {
-	for _, long := range []bool{false, true} {
-		t.Run(map[bool]string{false: "short path", true: "path past the unix socket limit"}[long], func(t *testing.T) {
-			e := warmtest.New(t, warmtest.Tree, 1<<30)
-			s, c := controlEnv(t, e, long)
-			if long && len(filepath.Join(s.cfg.CacheDir, control.SockName)) < 108 {
-				t.Fatal("the long path is not long")
-			}
-			fi, err := os.Stat(filepath.Join(s.cfg.CacheDir, control.SockName))
-			if err != nil || fi.Mode().Perm() != 0o600 || fi.Mode()&os.ModeSocket == 0 {
-				t.Fatalf("socket %v mode %v, want a 0600 socket", err, fi.Mode())
-			}
+// call sends one request to s's control socket.
+func call(t *testing.T, s *Mount, req control.Request, onProgress func(json.RawMessage), result any) error {
+	t.Helper()
+	conn, err := control.Dial(s.cfg.CacheDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	return conn.Call(req, onProgress, result)
+}
 
-			conn, err := control.Dial(s.cfg.CacheDir)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := conn.Call(control.Request{Op: "ping"}, nil, nil); err != nil {
-				t.Fatalf("ping: %v", err)
-			}
-			if conn.Hello.Protocol != control.Protocol || conn.Hello.PID != os.Getpid() || conn.Hello.Mountpoint != "/mnt/test" {
-				t.Errorf("hello %+v", conn.Hello)
-			}
-			conn.Close()
+// TestControlHandler: what the mount answers on its control socket (the
+// protocol itself is internal/control's test).
+func TestControlHandler(t *testing.T) {
+	e := warmtest.New(t, warmtest.Tree, 1<<30)
+	s := controlEnv(t, e)
 
-			conn, _ = control.Dial(s.cfg.CacheDir)
-			err = conn.Call(control.Request{Op: "format"}, nil, nil)
-			conn.Close()
-			if err == nil || !strings.Contains(err.Error(), "unknown control operation") {
-				t.Errorf("unknown op: %v", err)
-			}
+	var hello control.Hello
+	conn, err := control.Dial(s.cfg.CacheDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := conn.Call(control.Request{Op: "ping"}, nil, nil); err != nil {
+		t.Fatalf("ping: %v", err)
+	}
+	hello = conn.Hello
+	conn.Close()
+	if hello.Mountpoint != "/mnt/test" || hello.Source != s.src.String() {
+		t.Errorf("hello %+v names another mount", hello)
+	}
 
-			// A warm through the socket streams progress and its result.
-			conn, _ = control.Dial(s.cfg.CacheDir)
-			var progress int
-			var res warm.Progress
-			err = conn.Call(control.Request{Op: "warm", Source: s.src.String(), Prefix: "train/"}, func(raw json.RawMessage) {
-				var p warm.Progress
-				if json.Unmarshal(raw, &p) != nil {
-					t.Errorf("bad progress %s", raw)
-				}
-				progress++
-			}, &res)
-			conn.Close()
-			if err != nil || res.Objects != 4 || res.DoneBytes != res.Bytes || progress == 0 {
-				t.Fatalf("warm through the socket: %+v, %d progress lines, %v", res, progress, err)
-			}
+	if err := call(t, s, control.Request{Op: "format"}, nil, nil); err == nil || !strings.Contains(err.Error(), "unknown control operation") {
+		t.Errorf("unknown op: %v", err)
+	}
 
-			// A source that is not the mount's is refused, saying why.
-			conn, _ = control.Dial(s.cfg.CacheDir)
-			err = conn.Call(control.Request{Op: "warm", Source: "file:///elsewhere"}, nil, nil)
-			conn.Close()
-			if err == nil || !strings.Contains(err.Error(), "not under it") {
-				t.Errorf("warm of another source: %v", err)
-			}
+	// A warm through the socket streams progress and its result.
+	var progress int
+	var res warm.Progress
+	err = call(t, s, control.Request{Op: "warm", Source: s.src.String(), Prefix: "train/"}, func(raw json.RawMessage) {
+		var p warm.Progress
+		if json.Unmarshal(raw, &p) != nil {
+			t.Errorf("bad progress %s", raw)
+		}
+		progress++
+	}, &res)
+	if err != nil || res.Objects != 4 || res.DoneBytes != res.Bytes || progress == 0 {
+		t.Fatalf("warm through the socket: %+v, %d progress lines, %v", res, progress, err)
+	}
 
-			c.Close()
-			if _, err := os.Stat(filepath.Join(s.cfg.CacheDir, control.SockName)); !os.IsNotExist(err) {
-				t.Errorf("socket left behind after close: %v", err)
-			}
-			if _, err := control.Dial(s.cfg.CacheDir); err == nil {
-				t.Error("dial succeeded after close")
-			}
-		})
+	// A source that is not the mount's is refused, saying why.
+	err = call(t, s, control.Request{Op: "warm", Source: "file:///elsewhere"}, nil, nil)
+	if err == nil || !strings.Contains(err.Error(), "not under it") {
+		t.Errorf("warm of another source: %v", err)
+	}
+
+	// Stats are the mount's live counts.
+	var st cachetools.Stats
+	if err := call(t, s, control.Request{Op: "stats"}, nil, &st); err != nil || !st.Live || st.Objects != 4 || st.CacheDir != s.cfg.CacheDir {
+		t.Errorf("stats through the socket: %+v, %v", st, err)
 	}
 }
 
