@@ -130,12 +130,7 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 			return err
 		}
 	}
-	if cfg.CacheDir == "" {
-		if cfg.CacheDir, err = config.DefaultCacheDir(src, cfg.EndpointURL); err != nil {
-			return err
-		}
-	}
-	if cfg.CacheDir, err = filepath.Abs(cfg.CacheDir); err != nil {
+	if err := mount.ResolveCacheDir(cfg, src); err != nil {
 		return err
 	}
 	if ctx == nil {

@@ -268,12 +268,7 @@ func Prepare(cfg *config.Config, source, mountpoint string) (config.Source, stri
 	if err != nil {
 		return src, "", err
 	}
-	if cfg.CacheDir == "" {
-		if cfg.CacheDir, err = config.DefaultCacheDir(src, cfg.EndpointURL); err != nil {
-			return src, "", err
-		}
-	}
-	if cfg.CacheDir, err = filepath.Abs(cfg.CacheDir); err != nil {
+	if err := ResolveCacheDir(cfg, src); err != nil {
 		return src, "", err
 	}
 	if err := checkCacheDir(cfg.CacheDir, mnt); err != nil {
@@ -283,4 +278,17 @@ func Prepare(cfg *config.Config, source, mountpoint string) (config.Source, stri
 		return src, "", fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
 	}
 	return src, mnt, nil
+}
+
+// ResolveCacheDir makes cfg.CacheDir absolute, choosing the source's own
+// directory under $XDG_CACHE_HOME/strata when none is set.
+func ResolveCacheDir(cfg *config.Config, src config.Source) error {
+	var err error
+	if cfg.CacheDir == "" {
+		if cfg.CacheDir, err = config.DefaultCacheDir(src, cfg.EndpointURL); err != nil {
+			return err
+		}
+	}
+	cfg.CacheDir, err = filepath.Abs(cfg.CacheDir)
+	return err
 }
