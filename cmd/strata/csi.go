@@ -17,7 +17,8 @@ import (
 
 func csiCmd() *cobra.Command {
 	opts := csi.DefaultOptions()
-	endpoint, logLevel, logFormat := "unix:///csi/csi.sock", "info", "auto"
+	d := config.CSI()
+	endpoint, logLevel, logFormat := d.Endpoint, d.LogLevel, d.LogFormat
 	cmd := &cobra.Command{
 		Use:   "csi --endpoint unix:///csi/csi.sock --node-id NAME",
 		Short: "Run the Kubernetes CSI node plugin (Identity and Node services)",

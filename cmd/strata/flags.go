@@ -52,6 +52,42 @@ func bindMountFlags(fs *pflag.FlagSet, c *config.Config) {
 	bindOpsFlags(fs, &c.Ops)
 }
 
+// bindWriteFlags defines the write path's flags.
+func bindWriteFlags(fs *pflag.FlagSet, c *config.WriteConfig) {
+	fs.StringVar(&c.Upload, "upload", c.Upload, "sync: close() returns once the object is in the bucket; async: once it is durable on the cache disk (uploaded in the background)")
+	fs.IntVar(&c.UploadConcurrency, "upload-concurrency", c.UploadConcurrency, "files uploaded at once (each multipart upload also sends parts in parallel)")
+	fs.Var(&c.UploadPartSize, "upload-part-size", "multipart part size (0: automatic, growing with the file so 1 TB fits)")
+	fs.IntVar(&c.RenameDirLimit, "rename-dir-limit", c.RenameDirLimit, "most objects a directory rename copies; beyond it rename returns EXDEV (mv then copies itself)")
+}
+
+// bindSharedFlags defines the shared cache tier's flags.
+func bindSharedFlags(fs *pflag.FlagSet, c *config.SharedConfig) {
+	fs.StringVar(&c.URL, "shared-cache", c.URL, "second cache tier shared by every mount pointing at it: s3://BUCKET[/PREFIX] "+
+		"(an S3 Express One Zone directory bucket in the nodes' zone, or an in-cluster MinIO)")
+	fs.StringVar(&c.EndpointURL, "shared-cache-endpoint-url", c.EndpointURL, "endpoint of the shared cache's store (default: AWS)")
+	fs.StringVar(&c.Region, "shared-cache-region", c.Region, "region of the shared cache bucket (default: from the AWS config)")
+	fs.StringVar(&c.Profile, "shared-cache-profile", c.Profile, "AWS shared-config profile for the shared cache (default: the standard credential chain)")
+	fs.BoolVar(&c.ForcePathStyle, "shared-cache-force-path-style", c.ForcePathStyle, "path-style addressing for the shared cache (MinIO)")
+	fs.BoolVar(&c.ReadOnly, "shared-cache-read-only", c.ReadOnly, "read the shared cache but never write to it")
+	fs.Var(&c.GroupSize, "shared-cache-group-size", "bytes of whole cache blocks stored per shared object (at least one block)")
+	fs.DurationVar(&c.Timeout, "shared-cache-timeout", c.Timeout, "bound on a shared cache request before the origin serves the read instead")
+	fs.IntVar(&c.WriteConcurrency, "shared-cache-write-concurrency", c.WriteConcurrency, "background writes to the shared cache in flight")
+	fs.StringVar(&c.KeyFile, "shared-cache-key-file", c.KeyFile, "file holding a secret (at least 16 bytes; the same on every node) that signs "+
+		"the shared cache's entries: entries not signed with it are refused as forged")
+	fs.Var(&c.WriteBuffer, "shared-cache-write-buffer", "memory for blocks waiting to be written to the shared cache; blocks that do not fit are not written")
+}
+
+// bindOpsFlags defines operational flags (metrics, warming, config file).
+func bindOpsFlags(fs *pflag.FlagSet, c *config.OpsConfig) {
+	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (default: off)")
+	fs.BoolVar(&c.ControlSocket, "control-socket", c.ControlSocket, "serve <cache-dir>/control.sock (owner only) so strata warm, strata cache and strata refresh work while mounted")
+	fs.IntVar(&c.WarmConcurrency, "warm-concurrency", c.WarmConcurrency, "objects strata warm (and --warm-on-mount) hydrate at once")
+	fs.IntVar(&c.History, "history", c.History, "finished mounts remembered for strata cache stats")
+	fs.StringVar(&c.WarmOnMount, "warm-on-mount", c.WarmOnMount, "after mounting, hydrate this prefix of the mount into the cache in the background (\"/\" for everything); demand reads go first")
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML file of settings (keys are these flag names; flags given here win)")
+	fs.BoolVar(&c.PrintConfig, "print-config", c.PrintConfig, "print the effective configuration (secrets redacted) and exit")
+}
+
 // requireFlag marks flag name of cmd required. It fails only for a name
 // cmd does not define: a typo here, so it panics.
 func requireFlag(cmd *cobra.Command, name string) {

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -12,9 +11,9 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"golang.org/x/sys/unix"
 
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/mount"
 )
 
 func mountCmd() *cobra.Command {
@@ -41,53 +40,22 @@ the background (--foreground stays attached). Unmount with: umount MOUNTPOINT`,
 	return cmd
 }
 
-// prepare parses and validates everything that can be checked without the
-// network, filling in defaults that depend on the source.
-func prepare(cfg *config.Config, source, mountpoint string) (config.Source, string, error) {
-	src, err := config.ParseSource(source)
-	if err != nil {
-		return src, "", err
-	}
-	if err := cfg.Validate(); err != nil {
-		return src, "", err
-	}
-	mnt, err := absMountpoint(mountpoint)
-	if err != nil {
-		return src, "", err
-	}
-	if cfg.CacheDir == "" {
-		if cfg.CacheDir, err = config.DefaultCacheDir(src, cfg.EndpointURL); err != nil {
-			return src, "", err
-		}
-	}
-	if cfg.CacheDir, err = filepath.Abs(cfg.CacheDir); err != nil {
-		return src, "", err
-	}
-	if err := checkCacheDir(cfg.CacheDir, mnt); err != nil {
-		return src, "", err
-	}
-	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
-		return src, "", fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
-	}
-	return src, mnt, nil
-}
-
 func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool) error {
-	src, mnt, err := prepare(cfg, source, mountpoint)
+	src, mnt, err := mount.Prepare(cfg, source, mountpoint)
 	if err != nil {
 		return err
 	}
-	recoverDeadMount(mnt)
-	if err := checkMountpoint(mnt); err != nil {
+	mount.RecoverDeadMount(mnt)
+	if err := mount.CheckMountpoint(mnt); err != nil {
 		return err
 	}
 	if !allowNonempty {
-		if err := checkEmpty(mnt); err != nil {
+		if err := mount.CheckEmpty(mnt); err != nil {
 			return err
 		}
 	}
 	if !cfg.Foreground {
-		if err := checkCacheFree(cfg.CacheDir, 5*time.Minute); err != nil {
+		if err := mount.CheckCacheFree(cfg.CacheDir, 5*time.Minute); err != nil {
 			return err // before opening the log: it may be the other mount's
 		}
 		logFile := cfg.LogFile
@@ -105,33 +73,33 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 	ready := readyPipe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	srv, err := start(ctx, cfg, src, mnt, log)
+	srv, err := mount.Start(ctx, mount.Options{Config: cfg, Source: src, Mountpoint: mnt, Logger: log})
 	report(ready, err)
 	if err != nil {
 		return err
 	}
-	srv.logSummary()
+	srv.LogSummary()
 
 	sigs := make(chan os.Signal, 2)
 	signal.Notify(sigs, syscall.SIGTERM, syscall.SIGINT)
 	done := make(chan struct{})
 	go func() {
-		srv.mounted.Server.Wait()
+		srv.Wait()
 		close(done)
 	}()
 	for {
 		select {
 		case <-done:
 			log.Info("unmounted; flushing the cache index", "mountpoint", mnt)
-			srv.close()
+			srv.Close()
 			return nil
 		case sig := <-sigs:
 			log.Info("signal received; unmounting", "signal", sig.String())
 			if strings.HasPrefix(mnt, "/dev/fd/") {
-				srv.close()
+				srv.Close()
 				return nil
 			}
-			unmount(srv, log)
+			srv.Unmount()
 		}
 	}
 }
@@ -144,18 +112,3 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 // 64 readers at --memory-limit 128MiB peaked at 659 MiB of anonymous RSS
 // (make soak); with it, 341 MiB at the same throughput.
 func goMemoryLimit(cfg *config.Config) int64 { return int64(cfg.MemoryLimit) + 320<<20 }
-
-// unmount detaches the mount; if files are still open it detaches lazily,
-// so the kernel finishes with them and the process exits once they close.
-func unmount(srv *server, log interface{ Warn(string, ...any) }) {
-	if err := srv.mounted.Server.Unmount(); err == nil {
-		return
-	}
-	time.Sleep(200 * time.Millisecond)
-	if err := srv.mounted.Server.Unmount(); err == nil {
-		return
-	}
-	if err := unix.Unmount(srv.mnt, unix.MNT_DETACH); err != nil {
-		log.Warn("lazy unmount failed", "mountpoint", srv.mnt, "err", err)
-	}
-}

@@ -158,15 +158,7 @@ func drawBar(width int, done, total int64) string {
 	return b.String()
 }
 
-func sizeStr(n int64) string {
-	if n < 0 {
-		n = 0
-	}
-	if n < 1024 {
-		return fmt.Sprintf("%dB", n)
-	}
-	return config.Size(n).String()
-}
+func sizeStr(n int64) string { return config.FormatBytes(n) }
 
 // fmtDuration: 45s, 3m05s, 2h10m.
 func fmtDuration(d time.Duration) string {

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -11,6 +10,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratafs/strata/fs"
+	"github.com/stratafs/strata/internal/control"
+	"github.com/stratafs/strata/internal/mount"
 )
 
 func refreshCmd() *cobra.Command {
@@ -84,29 +85,29 @@ func refreshPaths(mountpoint string, args []string) ([]string, error) {
 // runRefresh finds the mount's control socket through the mountpoint and
 // asks it to refresh the paths.
 func runRefresh(mountpoint string, args []string) ([]fs.RefreshResult, error) {
-	e, err := findMount(mountpoint)
+	e, err := mount.Find(mountpoint)
 	if err != nil {
 		return nil, err
 	}
-	if !isFUSE(e.fstype) {
-		return nil, fmt.Errorf("%s is not a strata mount (it is %s)", e.mountpoint, e.fstype)
+	if !mount.IsFUSE(e.FSType) {
+		return nil, fmt.Errorf("%s is not a strata mount (it is %s)", e.Mountpoint, e.FSType)
 	}
-	rels, err := refreshPaths(e.mountpoint, args)
+	rels, err := refreshPaths(e.Mountpoint, args)
 	if err != nil {
 		return nil, err
 	}
-	dir, err := controlDirOf(e.mountpoint)
+	dir, err := controlDirOf(e.Mountpoint)
 	if err != nil {
 		return nil, err
 	}
-	conn, err := dialControl(dir)
+	conn, err := control.Dial(dir)
 	if err != nil {
-		return nil, fmt.Errorf("refresh %s: the mount's control socket in %s does not answer (%v); is the mount still running?", e.mountpoint, dir, err)
+		return nil, fmt.Errorf("refresh %s: the mount's control socket in %s does not answer (%v); is the mount still running?", e.Mountpoint, dir, err)
 	}
 	defer conn.Close()
-	var out refreshReply
-	if err := conn.call(controlRequest{Op: "refresh", Paths: rels}, nil, &out); err != nil {
-		return out.Results, fmt.Errorf("refresh %s: %w", e.mountpoint, err)
+	var out control.RefreshReply
+	if err := conn.Call(control.Request{Op: "refresh", Paths: rels}, nil, &out); err != nil {
+		return out.Results, fmt.Errorf("refresh %s: %w", e.Mountpoint, err)
 	}
 	return out.Results, nil
 }
@@ -130,32 +131,6 @@ func controlDirOf(mountpoint string) (string, error) {
 		}
 		return string(buf[:n]), nil
 	}
-}
-
-// refreshReply is the control socket's answer to "refresh".
-type refreshReply struct {
-	Results []fs.RefreshResult `json:"results"`
-}
-
-// refreshOnMount is the control socket's "refresh": each path in turn;
-// the first failure stops (the backend is unreachable, most likely).
-func refreshOnMount(ctx context.Context, s *server, paths []string) (refreshReply, error) {
-	var out refreshReply
-	if s.fsys == nil {
-		return out, errors.New("this process serves no mount")
-	}
-	if len(paths) == 0 {
-		paths = []string{""}
-	}
-	for _, p := range paths {
-		r, err := s.fsys.Refresh(ctx, p)
-		if err != nil {
-			return out, err
-		}
-		s.log.Info("refreshed", "path", "/"+r.Path, "state", r.State, "version", r.Version, "was", r.Was)
-		out.Results = append(out.Results, r)
-	}
-	return out, nil
 }
 
 // describeRefresh is one line of the command's output.

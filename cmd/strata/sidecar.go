@@ -1,39 +1,19 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
-	"log/slog"
-	"net"
 	"os"
-	"os/signal"
-	"path/filepath"
-	"runtime/debug"
-	"strconv"
-	"strings"
-	"sync"
-	"syscall"
-	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/stratafs/strata/internal/config"
-	"github.com/stratafs/strata/internal/csi"
+	"github.com/stratafs/strata/internal/sidecar"
 )
 
-// sidecarOptions are the flags of `strata sidecar`.
-type sidecarOptions struct {
-	handoffDir  string
-	cacheDir    string
-	probe       bool
-	waitTimeout time.Duration
-	logLevel    string
-	logFormat   string
-}
-
 func sidecarCmd() *cobra.Command {
-	o := sidecarOptions{handoffDir: "/strata-handoff", cacheDir: "/strata-cache", logLevel: "info", logFormat: "auto"}
+	d := config.CSI()
+	o := sidecar.Options{HandoffDir: d.SidecarHandoffDir, CacheDir: d.SidecarCacheDir}
+	logLevel, logFormat := d.LogLevel, d.LogFormat
+	var probe bool
 	cmd := &cobra.Command{
 		Use:   "sidecar",
 		Short: "Serve the pod's Strata volumes handed over by the CSI node plugin",
@@ -50,293 +30,20 @@ Memory: with a container memory limit and no GOMEMLIMIT, the Go runtime is held
 under 90% of the limit and --memory-limit defaults to a quarter of it.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if o.probe {
-				return probeSidecar(o.handoffDir)
+			if probe {
+				return sidecar.Probe(o.HandoffDir)
 			}
-			return runSidecar(o)
+			o.Logger = newLogger(os.Stderr, logLevel, logFormat)
+			o.MountFlags = newMountFlagSet
+			return sidecar.Run(o)
 		},
 	}
 	f := cmd.Flags()
-	f.StringVar(&o.handoffDir, "handoff-dir", o.handoffDir, "the emptyDir shared with the node plugin")
-	f.StringVar(&o.cacheDir, "cache-dir", o.cacheDir, "parent of the per-volume cache directories (an emptyDir on local NVMe)")
-	f.BoolVar(&o.probe, "probe", false, "exit 0 if every handed-over volume is served (startup/readiness probe)")
-	f.DurationVar(&o.waitTimeout, "wait-timeout", 0, "exit 1 if no volume is handed over within this time (0: wait forever)")
-	f.StringVar(&o.logLevel, "log-level", o.logLevel, "debug, info, warn or error")
-	f.StringVar(&o.logFormat, "log-format", o.logFormat, "auto, text or json")
+	f.StringVar(&o.HandoffDir, "handoff-dir", o.HandoffDir, "the emptyDir shared with the node plugin")
+	f.StringVar(&o.CacheDir, "cache-dir", o.CacheDir, "parent of the per-volume cache directories (an emptyDir on local NVMe)")
+	f.BoolVar(&probe, "probe", false, "exit 0 if every handed-over volume is served (startup/readiness probe)")
+	f.DurationVar(&o.WaitTimeout, "wait-timeout", 0, "exit 1 if no volume is handed over within this time (0: wait forever)")
+	f.StringVar(&logLevel, "log-level", logLevel, "debug, info, warn or error")
+	f.StringVar(&logFormat, "log-format", logFormat, "auto, text or json")
 	return cmd
-}
-
-// probeSidecar succeeds when at least one volume was handed over and
-// every one is served.
-func probeSidecar(dir string) error {
-	ents, err := os.ReadDir(dir)
-	if err != nil {
-		return fmt.Errorf("probe: %w", err)
-	}
-	n := 0
-	for _, e := range ents {
-		if !e.IsDir() {
-			continue
-		}
-		n++
-		if _, err := os.Stat(filepath.Join(dir, e.Name(), csi.ReadyName)); err != nil {
-			msg, _ := os.ReadFile(filepath.Join(dir, e.Name(), csi.ErrorName))
-			return fmt.Errorf("probe: volume %s not served yet %s", e.Name(), msg)
-		}
-	}
-	if n == 0 {
-		return errors.New("probe: no volume handed over yet")
-	}
-	return nil
-}
-
-// sidecar serves every volume found in the hand-off directory.
-type sidecar struct {
-	o    sidecarOptions
-	log  *slog.Logger
-	plan *csi.MemoryPlan
-	// startMu serialises starts: credentials reach the backends through
-	// the process environment, which is read while a backend is built.
-	startMu sync.Mutex
-}
-
-func runSidecar(o sidecarOptions) error {
-	s := &sidecar{o: o, log: newLogger(os.Stderr, o.logLevel, o.logFormat)}
-	s.planMemory()
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
-	defer stop()
-	var wg sync.WaitGroup
-	seen := map[string]bool{}
-	running := 0                 // volumes being served; only this loop counts them
-	ended := make(chan struct{}) // one token per volume that ended
-	started := time.Now()
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	s.log.Info("sidecar: waiting for volumes", "handoff_dir", o.handoffDir)
-	for {
-		socks, _ := filepath.Glob(filepath.Join(o.handoffDir, "*", csi.SocketName))
-		for _, sock := range socks {
-			dir := filepath.Dir(sock)
-			if seen[dir] {
-				continue
-			}
-			seen[dir] = true
-			running++
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				s.serveVolume(ctx, dir)
-				select {
-				case ended <- struct{}{}:
-				case <-ctx.Done(): // the loop is waiting for wg, not reading
-				}
-			}()
-		}
-		if len(seen) == 0 && o.waitTimeout > 0 && time.Since(started) > o.waitTimeout {
-			return fmt.Errorf("sidecar: no volume handed over in %s (is the pod using a Strata volume in sidecar mode, and %s its hand-off emptyDir?)", o.waitTimeout, o.handoffDir)
-		}
-		select {
-		case <-ctx.Done():
-			wg.Wait()
-			s.log.Info("sidecar: stopped by signal")
-			return nil
-		case <-ended:
-			if running--; running == 0 {
-				wg.Wait()
-				s.log.Info("sidecar: every volume is unmounted; exiting")
-				return nil
-			}
-		case <-t.C:
-		}
-	}
-}
-
-// planMemory bounds the process by its container's memory limit.
-func (s *sidecar) planMemory() {
-	limit, err := csi.CgroupMemoryLimit()
-	if err != nil {
-		if !csi.IsNoLimit(err) {
-			s.log.Warn("sidecar: cannot read the cgroup memory limit", "err", err)
-		} else {
-			s.log.Warn("sidecar: the container has no memory limit; set resources.limits.memory to bound the sidecar")
-		}
-		return
-	}
-	p := csi.PlanMemory(limit, 4*int64(config.Defaults().BlockSize))
-	s.plan = &p
-	if os.Getenv("GOMEMLIMIT") == "" {
-		debug.SetMemoryLimit(p.GoLimit)
-	}
-	s.log.Info("sidecar: memory bounded by the container limit", "limit", config.Size(p.Limit).String(),
-		"gomemlimit", config.Size(debug.SetMemoryLimit(-1)).String(), "buffers", config.Size(p.BufferCap).String())
-}
-
-// serveVolume takes one volume's hand-off and serves it until it is
-// unmounted, the plugin says exit, or ctx ends. A start that fails is
-// reported and retried (the plugin keeps the descriptor until one works).
-func (s *sidecar) serveVolume(ctx context.Context, dir string) {
-	log := s.log.With("volume", filepath.Base(dir))
-	backoff := time.Second
-	for ctx.Err() == nil {
-		srv, conn, err := s.takeHandoff(ctx, dir, log)
-		if err == nil {
-			s.run(ctx, dir, srv, conn, log)
-			return
-		}
-		if ctx.Err() != nil {
-			return
-		}
-		log.Error("sidecar: cannot serve the volume; retrying", "err", err, "in", backoff)
-		if werr := os.WriteFile(filepath.Join(dir, csi.ErrorName), []byte(err.Error()+"\n"), 0o644); werr != nil {
-			log.Warn("sidecar: recording the error for the plugin", "err", werr)
-		}
-		select {
-		case <-ctx.Done():
-		case <-time.After(backoff):
-		}
-		backoff = min(2*backoff, 30*time.Second)
-	}
-}
-
-// takeHandoff connects, receives the descriptor and starts serving it.
-func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger) (*server, *net.UnixConn, error) {
-	conn, err := csi.DialHandoff(ctx, dir)
-	if err != nil {
-		return nil, nil, err
-	}
-	h, dev, err := csi.RecvHandoff(conn)
-	if err != nil {
-		conn.Close()
-		return nil, nil, err
-	}
-	log.Info("sidecar: received the mount", "handoff", h)
-	srv, err := s.start(ctx, h, dev, log)
-	if err != nil {
-		// If this does not reach the plugin, the closed connection tells
-		// it the hand-off failed.
-		_ = csi.SendControl(conn, csi.Control{Op: csi.OpError, Error: err.Error()})
-		conn.Close()
-		return nil, nil, err
-	}
-	if err := csi.SendControl(conn, csi.Control{Op: csi.OpReady}); err != nil {
-		log.Warn("sidecar: could not tell the plugin it serves", "err", err)
-	}
-	os.Remove(filepath.Join(dir, csi.ErrorName))
-	if err := os.WriteFile(filepath.Join(dir, csi.ReadyName), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
-		log.Warn("sidecar: recording that it serves", "err", err)
-	}
-	return srv, conn, nil
-}
-
-// start serves dev as /dev/fd/N with the handed-over options.
-func (s *sidecar) start(ctx context.Context, h csi.Handoff, dev *os.File, log *slog.Logger) (*server, error) {
-	// go-fuse takes ownership of the descriptor it is given: give it a
-	// bare duplicate, so no *os.File finaliser ever closes it. If start
-	// fails the duplicate may leak; it is released when the process exits.
-	fd, err := syscall.Dup(int(dev.Fd()))
-	dev.Close()
-	if err != nil {
-		return nil, fmt.Errorf("sidecar: dup: %w", err)
-	}
-	cfg := config.Defaults()
-	cfg.CacheDir = h.CacheDir
-	if cfg.CacheDir == "" {
-		cfg.CacheDir = filepath.Join(s.o.cacheDir, h.VolumeName)
-	}
-	fs := newMountFlagSet(&cfg)
-	if err := fs.Parse(h.Args); err != nil {
-		return nil, fmt.Errorf("sidecar: mount options: %w", err)
-	}
-	if s.plan != nil && !fs.Changed("memory-limit") {
-		cfg.MemoryLimit = config.Size(max(s.plan.BufferCap, 4*int64(cfg.BlockSize)))
-	}
-	mnt := "/dev/fd/" + strconv.Itoa(fd)
-	src, mnt, err := prepare(&cfg, h.Source, mnt)
-	if err != nil {
-		return nil, err
-	}
-	s.startMu.Lock()
-	defer s.startMu.Unlock()
-	restore, err := setCredentials(h, filepath.Join(os.TempDir(), "strata-"+h.VolumeName))
-	if err != nil {
-		return nil, err
-	}
-	defer restore()
-	srv, err := start(ctx, &cfg, src, mnt, log)
-	if err != nil {
-		return nil, err
-	}
-	srv.logSummary()
-	return srv, nil
-}
-
-// run waits for the end of one served volume and shuts it down.
-func (s *sidecar) run(ctx context.Context, dir string, srv *server, conn *net.UnixConn, log *slog.Logger) {
-	served := make(chan struct{})
-	go func() { srv.mounted.Server.Wait(); close(served) }()
-	told := make(chan struct{})
-	go func() {
-		for {
-			m, err := csi.RecvControl(conn)
-			if err != nil {
-				return // the plugin restarted or closed: keep serving
-			}
-			if m.Op == csi.OpExit {
-				close(told)
-				return
-			}
-		}
-	}()
-	select {
-	case <-served:
-		log.Info("sidecar: unmounted")
-	case <-told:
-		log.Info("sidecar: the plugin unpublished the volume")
-		select {
-		case <-served:
-		case <-time.After(5 * time.Second):
-		}
-	case <-ctx.Done():
-		log.Info("sidecar: stopping")
-	}
-	conn.Close()
-	os.Remove(filepath.Join(dir, csi.ReadyName))
-	srv.close()
-}
-
-// setCredentials puts a hand-off's credentials where the backends look:
-// the environment, and files under dir (0600) for keys such as key.json.
-// restore puts the environment back once the backend is built.
-func setCredentials(h csi.Handoff, dir string) (restore func(), err error) {
-	creds := csi.Credentials{Env: h.Env, Files: h.Files}
-	if len(creds.Files) > 0 {
-		if err := os.MkdirAll(dir, 0o700); err != nil {
-			return nil, fmt.Errorf("sidecar: credentials dir: %w", err)
-		}
-		for name, b := range creds.Files {
-			if err := os.WriteFile(filepath.Join(dir, filepath.Base(name)), b, 0o600); err != nil {
-				return nil, fmt.Errorf("sidecar: write credential %s: %w", name, err)
-			}
-		}
-	}
-	type prev struct {
-		v   string
-		set bool
-	}
-	old := map[string]prev{}
-	for _, kv := range creds.Environ(dir) {
-		k, v, _ := strings.Cut(kv, "=")
-		ov, ok := os.LookupEnv(k)
-		old[k] = prev{ov, ok}
-		os.Setenv(k, v)
-	}
-	return func() {
-		for k, p := range old {
-			if p.set {
-				os.Setenv(k, p.v)
-			} else {
-				os.Unsetenv(k)
-			}
-		}
-	}, nil
 }

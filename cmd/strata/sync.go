@@ -13,6 +13,7 @@ import (
 
 	"github.com/stratafs/strata/cache/writeback"
 	"github.com/stratafs/strata/fs"
+	"github.com/stratafs/strata/internal/config"
 )
 
 func syncCmd() *cobra.Command {
@@ -47,7 +48,7 @@ failed file's data is kept in the cache directory and the message says where.`,
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	cmd.Flags().DurationVar(&every, "progress-every", 5*time.Second, "while waiting, say every this often which uploads are pending (0: never)")
+	cmd.Flags().DurationVar(&every, "progress-every", config.Tools().SyncProgressEvery, "while waiting, say every this often which uploads are pending (0: never)")
 	return cmd
 }
 

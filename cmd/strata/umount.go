@@ -9,6 +9,8 @@ import (
 
 	"github.com/spf13/cobra"
 	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/internal/mount"
 )
 
 // fuseConnections is where the kernel's fusectl filesystem lists the live
@@ -36,64 +38,38 @@ daemon, if it is still alive, exits once it notices the connection is gone.`,
 	return cmd
 }
 
-// findMount locates p in mountinfo without touching p itself: a stat of a
-// hung FUSE mountpoint would block, which is the case --force is for.
-func findMount(p string) (mountEntry, error) {
-	a, err := filepath.Abs(p)
-	if err != nil {
-		return mountEntry{}, err
-	}
-	cands := []string{a}
-	if dir, err := filepath.EvalSymlinks(filepath.Dir(a)); err == nil {
-		cands = append(cands, filepath.Join(dir, filepath.Base(a)))
-	}
-	ms := readMountinfo()
-	for _, c := range cands {
-		for i := len(ms) - 1; i >= 0; i-- { // the topmost mount there
-			if ms[i].mountpoint == c {
-				return ms[i], nil
-			}
-		}
-	}
-	return mountEntry{}, fmt.Errorf("%s is not mounted", p)
-}
-
 func runUmount(p string, force bool) error {
-	e, err := findMount(p)
+	e, err := mount.Find(p)
 	if err != nil {
 		return err
 	}
 	if !force {
-		if err := unix.Unmount(e.mountpoint, 0); err != nil {
+		if err := unix.Unmount(e.Mountpoint, 0); err != nil {
 			if errors.Is(err, unix.EBUSY) {
-				return fmt.Errorf("umount %s: files are still open there (see `fuser -vm %s`); close them, or detach it lazily with `umount -l %s`", e.mountpoint, e.mountpoint, e.mountpoint)
+				return fmt.Errorf("umount %s: files are still open there (see `fuser -vm %s`); close them, or detach it lazily with `umount -l %s`", e.Mountpoint, e.Mountpoint, e.Mountpoint)
 			}
-			return fmt.Errorf("umount %s: %w", e.mountpoint, err)
+			return fmt.Errorf("umount %s: %w", e.Mountpoint, err)
 		}
 		return nil
 	}
-	if isFUSE(e.fstype) {
+	if mount.IsFUSE(e.FSType) {
 		if err := abortConnection(e); err != nil {
-			return fmt.Errorf("umount --force %s: %w", e.mountpoint, err)
+			return fmt.Errorf("umount --force %s: %w", e.Mountpoint, err)
 		}
 	}
-	if err := unix.Unmount(e.mountpoint, unix.MNT_DETACH); err != nil {
-		return fmt.Errorf("umount --force %s: %w", e.mountpoint, err)
+	if err := unix.Unmount(e.Mountpoint, unix.MNT_DETACH); err != nil {
+		return fmt.Errorf("umount --force %s: %w", e.Mountpoint, err)
 	}
 	return nil
-}
-
-func isFUSE(fstype string) bool {
-	return fstype == "fuse" || strings.HasPrefix(fstype, "fuse.") || strings.HasPrefix(fstype, "fuseblk")
 }
 
 // abortConnection writes to the connection's abort file; the connection is
 // named by the device minor of the mount (mountinfo's major:minor, with
 // major 0 for FUSE). fusectl is mounted first if it is not.
-func abortConnection(e mountEntry) error {
-	_, minor, ok := strings.Cut(e.dev, ":")
+func abortConnection(e mount.Entry) error {
+	_, minor, ok := strings.Cut(e.Dev, ":")
 	if !ok {
-		return fmt.Errorf("unexpected device %q in mountinfo", e.dev)
+		return fmt.Errorf("unexpected device %q in mountinfo", e.Dev)
 	}
 	abort := filepath.Join(fuseConnections, minor, "abort")
 	if _, err := os.Stat(filepath.Join(fuseConnections, minor)); err != nil {

@@ -17,7 +17,11 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 
+	"github.com/stratafs/strata/internal/cachetools"
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/control"
+	"github.com/stratafs/strata/internal/mount"
+	"github.com/stratafs/strata/internal/warm"
 )
 
 // warmFlags are warm's own options (the backend and cache flags are the
@@ -60,7 +64,7 @@ Use the same --cache-dir (and endpoint flags) as the mount.`,
 	cmd.Flags().VisitAll(func(f *pflag.Flag) { f.Hidden = !warmHonours(f.Name) })
 	cmd.Flags().StringVar(&wf.prefix, "prefix", "", "warm only keys starting with this prefix, relative to SOURCE (e.g. train/ or train/shard-00)")
 	cmd.Flags().StringVar(&wf.fromList, "from-list", "", "warm the files and directories listed in FILE, one path relative to SOURCE per line (- for stdin)")
-	cmd.Flags().DurationVar(&wf.interval, "progress-interval", 10*time.Second, "how often to print a progress line when not on a terminal")
+	cmd.Flags().DurationVar(&wf.interval, "progress-interval", config.Tools().ProgressInterval, "how often to print a progress line when not on a terminal")
 	cmd.Flags().BoolVar(&wf.asJSON, "json", false, "print the final report as JSON")
 	return cmd
 }
@@ -126,12 +130,7 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 			return err
 		}
 	}
-	if cfg.CacheDir == "" {
-		if cfg.CacheDir, err = config.DefaultCacheDir(src, cfg.EndpointURL); err != nil {
-			return err
-		}
-	}
-	if cfg.CacheDir, err = filepath.Abs(cfg.CacheDir); err != nil {
+	if err := mount.ResolveCacheDir(cfg, src); err != nil {
 		return err
 	}
 	if ctx == nil {
@@ -141,23 +140,23 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 	defer stop()
 
 	pp := newProgressPrinter(os.Stderr, "warm", wf.interval)
-	show := func(p WarmProgress) {
+	show := func(p warm.Progress) {
 		pp.update(progressState{Objects: p.Objects, DoneObjects: p.DoneObjects, Bytes: p.Bytes, DoneBytes: p.DoneBytes, Listing: p.Listing, Failed: p.Failed + p.FailedPaths})
 	}
-	var final WarmProgress
+	var final warm.Progress
 	var via string
 	if _, statErr := os.Stat(filepath.Join(cfg.CacheDir, "index")); statErr == nil {
-		conn, holder, oerr := cacheOwner(cfg.CacheDir)
+		conn, holder, oerr := control.Owner(cfg.CacheDir)
 		switch {
 		case oerr != nil:
 			return oerr
 		case conn != nil:
 			defer conn.Close()
-			req := controlRequest{Op: "warm", Source: src.String(), Endpoint: cfg.EndpointURL, Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}
+			req := control.Request{Op: "warm", Source: src.String(), Endpoint: cfg.EndpointURL, Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}
 			fmt.Fprintf(os.Stderr, "warm: %s is in use by %s: warming through its control socket\n", cfg.CacheDir, holder)
 			go func() { <-ctx.Done(); conn.Close() }()
-			err = conn.call(req, func(raw json.RawMessage) {
-				var p WarmProgress
+			err = conn.Call(req, func(raw json.RawMessage) {
+				var p warm.Progress
 				if json.Unmarshal(raw, &p) == nil {
 					final = p
 					show(p)
@@ -172,7 +171,7 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 		}
 	}
 	fmt.Fprintf(os.Stderr, "warm: %s into %s\n", src, cfg.CacheDir)
-	final, err = warmOffline(ctx, cfg, src, warmRequest{Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}, blockSizeSet, show)
+	final, err = warmOffline(ctx, cfg, src, warm.Request{Prefix: wf.prefix, Paths: paths, Concurrency: cfg.Ops.WarmConcurrency}, blockSizeSet, show)
 	pp.done()
 	if ctx.Err() != nil && err != nil {
 		err = fmt.Errorf("warm interrupted; run it again to resume")
@@ -182,7 +181,7 @@ func runWarm(ctx context.Context, cfg *config.Config, wf warmFlags, source strin
 
 // warmLine is the report's sentence: objects warmed of those found, and
 // the listed paths that led to none apart.
-func warmLine(p WarmProgress, via string) string {
+func warmLine(p warm.Progress, via string) string {
 	el := time.Duration(p.Elapsed * float64(time.Second))
 	rate := ""
 	if p.Elapsed > 0 {
@@ -199,7 +198,7 @@ func warmLine(p WarmProgress, via string) string {
 
 // warmReport prints the outcome: a sentence (or JSON) on stdout, then the
 // error if any.
-func warmReport(p WarmProgress, err error, via string, asJSON bool) error {
+func warmReport(p warm.Progress, err error, via string, asJSON bool) error {
 	if asJSON {
 		err = errors.Join(err, printJSON(p))
 	} else if p.Objects > 0 || p.FailedPaths > 0 || err == nil {
@@ -209,4 +208,28 @@ func warmReport(p WarmProgress, err error, via string, asJSON bool) error {
 		fmt.Fprintln(os.Stderr, "warm: warning: "+p.Warning)
 	}
 	return err
+}
+
+// warmOffline warms a cache dir nobody holds.
+func warmOffline(ctx context.Context, cfg *config.Config, src config.Source, req warm.Request, blockSizeSet bool, show func(warm.Progress)) (warm.Progress, error) {
+	if !blockSizeSet {
+		if bs, ok := cachetools.BlockSize(cfg.CacheDir); ok {
+			cfg.BlockSize = config.Size(bs)
+			if cfg.PartSize < cfg.BlockSize {
+				cfg.PartSize = cfg.BlockSize
+			}
+		}
+	}
+	level := "warn" // info lines would break the progress bar
+	if cfg.LogLevel == "debug" || cfg.LogLevel == "error" {
+		level = cfg.LogLevel
+	}
+	log := newLogger(os.Stderr, level, "text")
+	s, err := mount.Open(ctx, mount.Options{Config: cfg, Source: src, Owner: "warm " + src.String(), Logger: log})
+	if err != nil {
+		return warm.Progress{}, err
+	}
+	defer s.Close()
+	job := s.WarmJob(req)
+	return job.Run(ctx, show)
 }

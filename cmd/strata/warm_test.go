@@ -7,6 +7,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stratafs/strata/internal/warm"
+	"github.com/stratafs/strata/internal/warm/warmtest"
 )
 
 // `strata warm --help` lists the flags warm acts on, not the mount's
@@ -55,8 +58,8 @@ func TestWarmReportCounts(t *testing.T) {
 		{"all found", []string{"top.txt"}, "warmed 1 of 1 objects", 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			e := newWarmEnv(t, warmTree, 1<<30)
-			p, err := e.job(warmRequest{Paths: tc.paths}).run(context.Background(), nil)
+			e := warmtest.New(t, warmtest.Tree, 1<<30)
+			p, err := e.Job(warm.Request{Paths: tc.paths}).Run(context.Background(), nil)
 			if p.Failed != 0 || p.FailedPaths != tc.failedPaths || (err != nil) != (tc.failedPaths > 0) {
 				t.Fatalf("failed %d objects and %d paths (%v), want 0 and %d", p.Failed, p.FailedPaths, err, tc.failedPaths)
 			}

@@ -59,37 +59,6 @@ type Config struct {
 	Ops    OpsConfig    `yaml:",inline"` // ops.go: metrics, warming, config file
 }
 
-// Defaults are the one place default settings live.
-func Defaults() Config {
-	return Config{
-		MetadataTTL:  TTL(60e9),
-		ReadOnly:     false,
-		UID:          -1,
-		GID:          -1,
-		FileMode:     0o644,
-		DirMode:      0o755,
-		LogLevel:     "info",
-		LogFormat:    "auto",
-		BlockSize:    1 << 20,
-		MemoryLimit:  256 << 20,
-		MaxReadahead: 64 << 20,
-		PartSize:     8 << 20,
-		SmallObject:  4 << 20,
-		MaxFetches:   64,
-		ReadAheadKB:  1024,
-		Passthrough:  "auto",
-		IOEngine:     "auto",
-		DirPrefetch:  true,
-		Write:        defaultWrite(),
-		Shared:       defaultShared(),
-		Ops:          defaultOps(),
-	}
-}
-
-// MinFreeFraction is the share of the cache filesystem kept free when no
-// --cache-size is given.
-const MinFreeFraction = 0.10
-
 var errBad = errors.New("invalid setting")
 
 // Validate checks the settings that do not depend on the machine.

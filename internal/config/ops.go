@@ -31,10 +31,6 @@ type OpsConfig struct {
 	PrintConfig bool `yaml:"-"`
 }
 
-func defaultOps() OpsConfig {
-	return OpsConfig{ControlSocket: true, WarmConcurrency: 16, History: 20}
-}
-
 func (o *OpsConfig) validate() error {
 	if o.MetricsAddr != "" {
 		_, port, err := net.SplitHostPort(o.MetricsAddr)

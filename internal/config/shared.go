@@ -36,10 +36,6 @@ type SharedConfig struct {
 	KeyFile string `yaml:"shared-cache-key-file"`
 }
 
-func defaultShared() SharedConfig {
-	return SharedConfig{GroupSize: 1 << 20, Timeout: time.Second, WriteConcurrency: 8, WriteBuffer: 64 << 20}
-}
-
 // Enabled reports whether a shared cache is configured.
 func (s *SharedConfig) Enabled() bool { return s.URL != "" }
 

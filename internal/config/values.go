@@ -144,3 +144,15 @@ func (m *Mode) Set(v string) error {
 
 // Type names the flag's value in help.
 func (m *Mode) Type() string { return "mode" }
+
+// FormatBytes is n for people: "512B" below a KiB, else as Size prints
+// it ("1.5MiB"); negative counts print as "0B".
+func FormatBytes(n int64) string {
+	if n < 0 {
+		n = 0
+	}
+	if n < 1024 {
+		return strconv.FormatInt(n, 10) + "B"
+	}
+	return Size(n).String()
+}

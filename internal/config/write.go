@@ -15,10 +15,6 @@ type WriteConfig struct {
 	RenameDirLimit int `yaml:"rename-dir-limit"`
 }
 
-func defaultWrite() WriteConfig {
-	return WriteConfig{Upload: "sync", UploadConcurrency: 4, RenameDirLimit: 1000}
-}
-
 func (w *WriteConfig) validate() error {
 	switch {
 	case w.Upload != "sync" && w.Upload != "async":

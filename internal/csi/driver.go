@@ -14,6 +14,8 @@ import (
 
 	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc"
+
+	"github.com/stratafs/strata/internal/config"
 )
 
 // DriverName is the CSI driver name (CSIDriver object, PV spec.csi.driver).
@@ -50,12 +52,13 @@ type Options struct {
 	Logger              *slog.Logger
 }
 
-// DefaultOptions are the DaemonSet's defaults.
+// DefaultOptions are the DaemonSet's defaults, from config.CSI.
 func DefaultOptions() Options {
+	d := config.CSI()
 	return Options{
-		CacheRoot:      "/var/lib/strata/cache",
-		StateDir:       "/var/lib/strata/csi",
-		HandoffTimeout: time.Hour,
+		CacheRoot:      d.CacheRoot,
+		StateDir:       d.StateDir,
+		HandoffTimeout: d.HandoffTimeout,
 		Logger:         slog.Default(),
 	}
 }

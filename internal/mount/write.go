@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"context"
@@ -6,24 +6,13 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/writeback"
-	"github.com/stratafs/strata/internal/config"
 )
-
-// bindWriteFlags defines the write path's flags.
-func bindWriteFlags(fs *pflag.FlagSet, c *config.WriteConfig) {
-	fs.StringVar(&c.Upload, "upload", c.Upload, "sync: close() returns once the object is in the bucket; async: once it is durable on the cache disk (uploaded in the background)")
-	fs.IntVar(&c.UploadConcurrency, "upload-concurrency", c.UploadConcurrency, "files uploaded at once (each multipart upload also sends parts in parallel)")
-	fs.Var(&c.UploadPartSize, "upload-part-size", "multipart part size (0: automatic, growing with the file so 1 TB fits)")
-	fs.IntVar(&c.RenameDirLimit, "rename-dir-limit", c.RenameDirLimit, "most objects a directory rename copies; beyond it rename returns EXDEV (mv then copies itself)")
-}
 
 // startWrites turns the write path on, unless the mount is read-only or
 // the backend takes no writes (then the mount is read-only, said once).
-func startWrites(s *server) error {
+func startWrites(s *Mount) error {
 	if s.cfg.ReadOnly {
 		return nil
 	}
@@ -50,7 +39,7 @@ func startWrites(s *server) error {
 // ends with its last checkpoint still uploading loses nothing. A second
 // SIGTERM or SIGINT stops waiting; what is left stays journaled and
 // resumes at the next mount on this cache dir.
-func drainUploads(s *server) {
+func drainUploads(s *Mount) {
 	if s.wb == nil {
 		return
 	}

@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"context"
@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/stratafs/strata/internal/metrics"
+	"github.com/stratafs/strata/internal/warm"
 )
 
 // startBackground starts what a mount does on its own once it serves:
 // warming a prefix (--warm-on-mount), and the upload-queue gauge.
-func startBackground(s *server) {
+func startBackground(s *Mount) {
 	if s.wb != nil {
 		registerUploadQueue(s, func() metrics.UploadQueue {
 			sum := s.wb.Summary()
@@ -31,14 +32,13 @@ func startBackground(s *server) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	s.stopBg = cancel
-	job := &warmJob{meta: s.meta, store: s.store, fetch: s.fetch, source: s.be.String(), root: s.src.Prefix,
-		req: warmRequest{Prefix: prefix, Concurrency: s.cfg.Ops.WarmConcurrency}}
+	job := s.WarmJob(warm.Request{Prefix: prefix, Concurrency: s.cfg.Ops.WarmConcurrency})
 	s.bgDone = make(chan struct{})
 	go func() {
 		defer close(s.bgDone)
 		s.log.Info("warming in the background", "prefix", "/"+prefix)
 		last := time.Now()
-		p, err := job.run(ctx, func(p WarmProgress) {
+		p, err := job.Run(ctx, func(p warm.Progress) {
 			if time.Since(last) > 30*time.Second {
 				last = time.Now()
 				s.log.Info("warming", "objects", p.DoneObjects, "of", p.Objects, "bytes", p.DoneBytes)
@@ -53,7 +53,7 @@ func startBackground(s *server) {
 }
 
 // stopBackground cancels background work and waits for it.
-func stopBackground(s *server) {
+func stopBackground(s *Mount) {
 	if s.stopBg != nil {
 		s.stopBg()
 		<-s.bgDone

@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"fmt"
@@ -10,30 +10,20 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/spf13/pflag"
 	"golang.org/x/sys/unix"
 
 	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/internal/cachetools"
 	"github.com/stratafs/strata/internal/config"
+	"github.com/stratafs/strata/internal/control"
 	"github.com/stratafs/strata/internal/metrics"
 )
-
-// bindOpsFlags defines operational flags (metrics, warming, config file).
-func bindOpsFlags(fs *pflag.FlagSet, c *config.OpsConfig) {
-	fs.StringVar(&c.MetricsAddr, "metrics-addr", c.MetricsAddr, "serve Prometheus metrics at http://ADDR/metrics, e.g. 127.0.0.1:9464 (default: off)")
-	fs.BoolVar(&c.ControlSocket, "control-socket", c.ControlSocket, "serve <cache-dir>/control.sock (owner only) so strata warm, strata cache and strata refresh work while mounted")
-	fs.IntVar(&c.WarmConcurrency, "warm-concurrency", c.WarmConcurrency, "objects strata warm (and --warm-on-mount) hydrate at once")
-	fs.IntVar(&c.History, "history", c.History, "finished mounts remembered for strata cache stats")
-	fs.StringVar(&c.WarmOnMount, "warm-on-mount", c.WarmOnMount, "after mounting, hydrate this prefix of the mount into the cache in the background (\"/\" for everything); demand reads go first")
-	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "YAML file of settings (keys are these flag names; flags given here win)")
-	fs.BoolVar(&c.PrintConfig, "print-config", c.PrintConfig, "print the effective configuration (secrets redacted) and exit")
-}
 
 // opsState is what operations keep while mounted (metrics server, ...).
 type opsState struct {
 	metrics *metrics.Metrics
 	http    *metrics.Server
-	control *controlServer
+	control *control.Server
 	logPath string // the file stderr was writing to at mount, reopened on SIGHUP
 
 	sigs chan os.Signal
@@ -43,7 +33,7 @@ type opsState struct {
 
 // opsOf returns s's operational state, creating it on first use: the
 // backend and the FUSE observer are instrumented before startOps runs.
-func opsOf(s *server) *opsState {
+func opsOf(s *Mount) *opsState {
 	if s.ops == nil {
 		s.ops = &opsState{metrics: metrics.New(), done: make(chan struct{})}
 	}
@@ -51,26 +41,26 @@ func opsOf(s *server) *opsState {
 }
 
 // instrumentBackend counts and times every request to the origin (one
-// line in start, right after the backend is opened).
-func instrumentBackend(s *server, be backend.Backend) backend.Backend {
+// line in open, right after the backend is opened).
+func instrumentBackend(s *Mount, be backend.Backend) backend.Backend {
 	return opsOf(s).metrics.WrapBackend(be)
 }
 
 // opsObserver is fs.Options.Observe: every FUSE operation, for metrics.
-func opsObserver(s *server) func(op string, d time.Duration, errno syscall.Errno) {
+func opsObserver(s *Mount) func(op string, d time.Duration, errno syscall.Errno) {
 	return opsOf(s).metrics.ObserveFUSE
 }
 
 // registerUploadQueue is the write path's hook: fn is read at every scrape
 // (and SIGUSR1 dump) for the upload queue gauges. It may be called before
 // or after startOps.
-func registerUploadQueue(s *server, fn func() metrics.UploadQueue) {
+func registerUploadQueue(s *Mount, fn func() metrics.UploadQueue) {
 	opsOf(s).metrics.SetUploadQueue(fn)
 }
 
 // startOps starts operational services once the filesystem is mounted
 // and before readiness is reported; an error fails the mount.
-func startOps(s *server) error {
+func startOps(s *Mount) error {
 	o := opsOf(s)
 	src := metrics.Sources{FS: s.fsys, Fetcher: s.fetch, Store: s.store}
 	if s.shared != nil && s.shared.tier != nil {
@@ -107,7 +97,7 @@ func startOps(s *server) error {
 // stopOps stops them at unmount, before the cache closes: warm jobs
 // running through the control socket are cancelled and waited for, and
 // the session's summary joins the cache dir's history.
-func stopOps(s *server) {
+func stopOps(s *Mount) {
 	o := s.ops
 	if o.sigs != nil {
 		signal.Stop(o.sigs)
@@ -115,19 +105,19 @@ func stopOps(s *server) {
 		o.wg.Wait()
 	}
 	if o.control != nil {
-		o.control.close()
+		o.control.Close()
 	}
 	if o.http != nil {
 		o.http.Close()
 	}
 	if o.sigs != nil && s.session != nil && s.cfg.Ops.History > 0 { // a mount that served
-		if err := appendHistory(s.cfg.CacheDir, s.session.snapshot(false), s.cfg.Ops.History); err != nil {
+		if err := cachetools.AppendHistory(s.cfg.CacheDir, s.session.snapshot(false), s.cfg.Ops.History); err != nil {
 			s.log.Warn("saving the session to the cache history", "err", err)
 		}
 	}
 }
 
-func (o *opsState) signalLoop(s *server) {
+func (o *opsState) signalLoop(s *Mount) {
 	defer o.wg.Done()
 	for {
 		select {
@@ -144,7 +134,7 @@ func (o *opsState) signalLoop(s *server) {
 	}
 }
 
-// Signals a running mount handles besides SIGTERM/SIGINT (mount.go):
+// Signals a running mount handles besides SIGTERM/SIGINT (cmd/strata mount.go):
 //   SIGHUP   reopen the log file (after logrotate moved it away)
 //   SIGUSR1  write every counter to the log, one line
 
@@ -165,7 +155,7 @@ func stderrFile() string {
 
 // reopenLog points stdout and stderr at a fresh open of the log file, so
 // a rotated-away file is released and new lines go to the new one.
-func (o *opsState) reopenLog(s *server) {
+func (o *opsState) reopenLog(s *Mount) {
 	if o.logPath == "" {
 		s.log.Info("SIGHUP: logging to a terminal or pipe; no log file to reopen")
 		return
@@ -187,7 +177,7 @@ func (o *opsState) reopenLog(s *server) {
 
 // dumpStats writes the session counters and every strata_* series to the
 // log in one line (SIGUSR1).
-func dumpStats(s *server) {
+func dumpStats(s *Mount) {
 	attrs := []any{"version", config.Version, "source", s.src.String(), "mountpoint", s.mnt}
 	if s.session != nil {
 		sn := s.session.snapshot(true)

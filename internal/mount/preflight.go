@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"cmp"
@@ -14,6 +14,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/internal/cachetools"
+	"github.com/stratafs/strata/internal/config"
 )
 
 // Checks of where a mount goes that must happen before anything touches
@@ -21,29 +23,30 @@ import (
 // serves makes the daemon read its own cache through the kernel, and the
 // kernel then waits on the daemon forever (threads in D state).
 
-// mountEntry is one line of /proc/self/mountinfo.
-type mountEntry struct {
-	dev        string // major:minor
-	mountpoint string
-	fstype     string
-	source     string
+// Entry is one line of /proc/self/mountinfo.
+type Entry struct {
+	Dev        string // major:minor
+	Mountpoint string
+	FSType     string
+	Source     string
 }
 
-func readMountinfo() []mountEntry {
+// ReadMountinfo lists the process's mounts, in mountinfo's order.
+func ReadMountinfo() []Entry {
 	b, err := os.ReadFile("/proc/self/mountinfo")
 	if err != nil {
 		return nil
 	}
-	var out []mountEntry
+	var out []Entry
 	for _, line := range strings.Split(string(b), "\n") {
 		f := strings.Fields(line)
 		if len(f) < 5 {
 			continue
 		}
-		e := mountEntry{dev: f[2], mountpoint: unescapeMountinfo(f[4])}
+		e := Entry{Dev: f[2], Mountpoint: UnescapeMountinfo(f[4])}
 		for i := 5; i < len(f); i++ {
 			if f[i] == "-" && i+2 < len(f) {
-				e.fstype, e.source = f[i+1], unescapeMountinfo(f[i+2])
+				e.FSType, e.Source = f[i+1], UnescapeMountinfo(f[i+2])
 				break
 			}
 		}
@@ -54,11 +57,11 @@ func readMountinfo() []mountEntry {
 
 // mountOf returns the mount holding path p (the last, i.e. topmost, mount
 // whose mountpoint is p or an ancestor of it).
-func mountOf(p string) (mountEntry, bool) {
-	var best mountEntry
+func mountOf(p string) (Entry, bool) {
+	var best Entry
 	found := false
-	for _, e := range readMountinfo() {
-		if within(p, e.mountpoint) && (!found || len(e.mountpoint) >= len(best.mountpoint)) {
+	for _, e := range ReadMountinfo() {
+		if within(p, e.Mountpoint) && (!found || len(e.Mountpoint) >= len(best.Mountpoint)) {
 			best, found = e, true
 		}
 	}
@@ -102,19 +105,19 @@ func checkCacheDir(cacheDir, mnt string) error {
 		}
 		return fmt.Errorf("--cache-dir %s is inside the mountpoint %s: the mount would hide and read its own cache; choose a directory outside it", cacheDir, mnt)
 	}
-	if e, ok := mountOf(c); ok && isFUSE(e.fstype) {
-		what := "a FUSE filesystem (" + e.fstype + ")"
-		if e.fstype == "fuse.strata" {
-			what = "another Strata mount (" + e.source + ")"
+	if e, ok := mountOf(c); ok && IsFUSE(e.FSType) {
+		what := "a FUSE filesystem (" + e.FSType + ")"
+		if e.FSType == "fuse.strata" {
+			what = "another Strata mount (" + e.Source + ")"
 		}
-		return fmt.Errorf("--cache-dir %s lies on %s mounted at %s: a cache must be on a local disk; choose a directory outside it", cacheDir, what, e.mountpoint)
+		return fmt.Errorf("--cache-dir %s lies on %s mounted at %s: a cache must be on a local disk; choose a directory outside it", cacheDir, what, e.Mountpoint)
 	}
 	return nil
 }
 
-// checkEmpty refuses to mount over a directory that has entries, as
+// CheckEmpty refuses to mount over a directory that has entries, as
 // mount(8) users expect: they would be hidden while mounted.
-func checkEmpty(mnt string) error {
+func CheckEmpty(mnt string) error {
 	if strings.HasPrefix(mnt, "/dev/fd/") {
 		return nil
 	}
@@ -146,20 +149,20 @@ func cacheHolder(cacheDir string) (pid int, mnt string, ok bool) {
 	return pid, mnt, true
 }
 
-// checkCacheFree runs before the new mount opens its log (which, in the
+// CheckCacheFree runs before the new mount opens its log (which, in the
 // cache dir, is the holder's log too). A cache dir held by a live mount is
 // refused. One held by a mount that is already unmounted is a previous
 // mount finishing its uploads: say so and wait for it to exit (waiting is
 // always safe: its uploads complete and the new mount finds its cache).
-func checkCacheFree(cacheDir string, wait time.Duration) error {
+func CheckCacheFree(cacheDir string, wait time.Duration) error {
 	pid, holderMnt, ok := cacheHolder(cacheDir)
 	if !ok || pid == os.Getpid() {
 		return nil
 	}
-	s, _ := readSession(cacheDir)
+	s, _ := cachetools.ReadSession(cacheDir)
 	// A holder without a mountpoint (warm, cache verify), with one still
 	// mounted, or serving a /dev/fd mount (the Kubernetes sidecar) is live.
-	if holderMnt == "" || strings.HasPrefix(holderMnt, "/dev/fd/") || isMountpoint(holderMnt) {
+	if holderMnt == "" || strings.HasPrefix(holderMnt, "/dev/fd/") || IsMountpoint(holderMnt) {
 		what := "pid " + strconv.Itoa(pid)
 		if holderMnt != "" {
 			what = fmt.Sprintf("the mount at %s (pid %d)", holderMnt, pid)
@@ -178,17 +181,17 @@ func checkCacheFree(cacheDir string, wait time.Duration) error {
 	return fmt.Errorf("a previous Strata mount (pid %d) is still finishing %d uploads with --cache-dir %s; wait for it (see its log) or mount with another --cache-dir", pid, s.PendingUploads, cacheDir)
 }
 
-// recoverDeadMount detaches a dead Strata mount at mnt (its daemon is
+// RecoverDeadMount detaches a dead Strata mount at mnt (its daemon is
 // gone: the kernel answers ENOTCONN). Nothing can be lost: no process
 // serves it, and a lazy detach only removes the stale entry.
 //
 // statfs, not stat: the kernel answers stat of the root from its attribute
 // cache for up to the mount's TTL (the "busy for 60 s" after a kill -9),
 // while statfs always asks the daemon. A live daemon that does not answer
-// within seconds is left alone (checkMountpoint then says busy).
-func recoverDeadMount(mnt string) {
-	e, err := findMount(mnt)
-	if err != nil || e.fstype != "fuse.strata" {
+// within seconds is left alone (CheckMountpoint then says busy).
+func RecoverDeadMount(mnt string) {
+	e, err := Find(mnt)
+	if err != nil || e.FSType != "fuse.strata" {
 		return
 	}
 	res := make(chan error, 1)
@@ -204,7 +207,88 @@ func recoverDeadMount(mnt string) {
 	case <-time.After(5 * time.Second):
 		return
 	}
-	if err := unix.Unmount(e.mountpoint, unix.MNT_DETACH); err == nil {
+	if err := unix.Unmount(e.Mountpoint, unix.MNT_DETACH); err == nil {
 		fmt.Fprintf(os.Stderr, "strata: the previous mount at %s had died (transport endpoint is not connected); detached it\n", mnt)
 	}
+}
+
+// absMountpoint resolves the mountpoint the way mountinfo shows it.
+func absMountpoint(p string) (string, error) {
+	if strings.HasPrefix(p, "/dev/fd/") {
+		return p, nil
+	}
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return "", err
+	}
+	if r, err := filepath.EvalSymlinks(a); err == nil {
+		a = r
+	}
+	return a, nil
+}
+
+// Find locates p in mountinfo without touching p itself: a stat of a
+// hung FUSE mountpoint would block, which is the case --force is for.
+func Find(p string) (Entry, error) {
+	a, err := filepath.Abs(p)
+	if err != nil {
+		return Entry{}, err
+	}
+	cands := []string{a}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(a)); err == nil {
+		cands = append(cands, filepath.Join(dir, filepath.Base(a)))
+	}
+	ms := ReadMountinfo()
+	for _, c := range cands {
+		for i := len(ms) - 1; i >= 0; i-- { // the topmost mount there
+			if ms[i].Mountpoint == c {
+				return ms[i], nil
+			}
+		}
+	}
+	return Entry{}, fmt.Errorf("%s is not mounted", p)
+}
+
+// IsFUSE reports whether fstype (mountinfo's) is a FUSE filesystem.
+func IsFUSE(fstype string) bool {
+	return fstype == "fuse" || strings.HasPrefix(fstype, "fuse.") || strings.HasPrefix(fstype, "fuseblk")
+}
+
+// Prepare parses and validates everything that can be checked without the
+// network, filling in defaults that depend on the source.
+func Prepare(cfg *config.Config, source, mountpoint string) (config.Source, string, error) {
+	src, err := config.ParseSource(source)
+	if err != nil {
+		return src, "", err
+	}
+	if err := cfg.Validate(); err != nil {
+		return src, "", err
+	}
+	mnt, err := absMountpoint(mountpoint)
+	if err != nil {
+		return src, "", err
+	}
+	if err := ResolveCacheDir(cfg, src); err != nil {
+		return src, "", err
+	}
+	if err := checkCacheDir(cfg.CacheDir, mnt); err != nil {
+		return src, "", err
+	}
+	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
+		return src, "", fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
+	}
+	return src, mnt, nil
+}
+
+// ResolveCacheDir makes cfg.CacheDir absolute, choosing the source's own
+// directory under $XDG_CACHE_HOME/strata when none is set.
+func ResolveCacheDir(cfg *config.Config, src config.Source) error {
+	var err error
+	if cfg.CacheDir == "" {
+		if cfg.CacheDir, err = config.DefaultCacheDir(src, cfg.EndpointURL); err != nil {
+			return err
+		}
+	}
+	cfg.CacheDir, err = filepath.Abs(cfg.CacheDir)
+	return err
 }

@@ -1,4 +1,4 @@
-package main
+package mount
 
 import (
 	"bytes"
@@ -11,29 +11,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/spf13/pflag"
-
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/backend/shared"
 	"github.com/stratafs/strata/internal/config"
 )
-
-// bindSharedFlags defines the shared cache tier's flags.
-func bindSharedFlags(fs *pflag.FlagSet, c *config.SharedConfig) {
-	fs.StringVar(&c.URL, "shared-cache", c.URL, "second cache tier shared by every mount pointing at it: s3://BUCKET[/PREFIX] "+
-		"(an S3 Express One Zone directory bucket in the nodes' zone, or an in-cluster MinIO)")
-	fs.StringVar(&c.EndpointURL, "shared-cache-endpoint-url", c.EndpointURL, "endpoint of the shared cache's store (default: AWS)")
-	fs.StringVar(&c.Region, "shared-cache-region", c.Region, "region of the shared cache bucket (default: from the AWS config)")
-	fs.StringVar(&c.Profile, "shared-cache-profile", c.Profile, "AWS shared-config profile for the shared cache (default: the standard credential chain)")
-	fs.BoolVar(&c.ForcePathStyle, "shared-cache-force-path-style", c.ForcePathStyle, "path-style addressing for the shared cache (MinIO)")
-	fs.BoolVar(&c.ReadOnly, "shared-cache-read-only", c.ReadOnly, "read the shared cache but never write to it")
-	fs.Var(&c.GroupSize, "shared-cache-group-size", "bytes of whole cache blocks stored per shared object (at least one block)")
-	fs.DurationVar(&c.Timeout, "shared-cache-timeout", c.Timeout, "bound on a shared cache request before the origin serves the read instead")
-	fs.IntVar(&c.WriteConcurrency, "shared-cache-write-concurrency", c.WriteConcurrency, "background writes to the shared cache in flight")
-	fs.StringVar(&c.KeyFile, "shared-cache-key-file", c.KeyFile, "file holding a secret (at least 16 bytes; the same on every node) that signs "+
-		"the shared cache's entries: entries not signed with it are refused as forged")
-	fs.Var(&c.WriteBuffer, "shared-cache-write-buffer", "memory for blocks waiting to be written to the shared cache; blocks that do not fit are not written")
-}
 
 // sharedState is what the shared tier keeps while mounted.
 type sharedState struct {
@@ -66,7 +47,7 @@ const sharedCheckTimeout = 15 * time.Second
 // only warns: it is a cache, the origin serves every read without it, and
 // a restarting in-cluster store must not keep training jobs from starting;
 // the mount then probes it again after the breaker's cooldown.
-func wrapShared(ctx context.Context, s *server, origin backend.Backend) (backend.Backend, error) {
+func wrapShared(ctx context.Context, s *Mount, origin backend.Backend) (backend.Backend, error) {
 	c := &s.cfg.Shared
 	if !c.Enabled() {
 		return origin, nil
@@ -168,7 +149,7 @@ type sharedReport struct {
 }
 
 // report rewrites shared.json every 2 s until closeShared.
-func (st *sharedState) report(s *server) {
+func (st *sharedState) report(s *Mount) {
 	defer st.done.Done()
 	t := time.NewTicker(2 * time.Second)
 	defer t.Stop()
@@ -182,7 +163,7 @@ func (st *sharedState) report(s *server) {
 	}
 }
 
-func (st *sharedState) write(s *server, running bool) {
+func (st *sharedState) write(s *Mount, running bool) {
 	b, err := json.MarshalIndent(sharedReport{Source: s.src.String(), SharedCache: s.cfg.Shared.URL, Started: st.start,
 		Updated: time.Now(), Running: running, Stats: st.tier.Stats().Snapshot()}, "", "  ")
 	if err != nil {
@@ -197,7 +178,7 @@ func (st *sharedState) write(s *server, running bool) {
 
 // closeShared drains the tier's background writes (bounded), closes it
 // (its store and the origin) and writes the final counters.
-func closeShared(s *server) {
+func closeShared(s *Mount) {
 	st := s.shared
 	close(st.stop)
 	st.done.Wait()

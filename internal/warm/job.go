@@ -1,4 +1,4 @@
-package main
+package warm
 
 import (
 	"context"
@@ -12,12 +12,13 @@ import (
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
+	"github.com/stratafs/strata/internal/config"
 	"github.com/stratafs/strata/prefetch"
 )
 
-// WarmProgress is a warm job's state, streamed to the client while it
+// Progress is a warm job's state, streamed to the client while it
 // runs and returned at the end.
-type WarmProgress struct {
+type Progress struct {
 	Listing     bool     `json:"listing"`      // still discovering objects
 	Objects     int64    `json:"objects"`      // found so far
 	Bytes       int64    `json:"bytes"`        // their size
@@ -33,32 +34,33 @@ type WarmProgress struct {
 }
 
 // Warmed is how many of the objects found are now fully cached.
-func (p WarmProgress) Warmed() int64 { return p.DoneObjects - p.Failed }
+func (p Progress) Warmed() int64 { return p.DoneObjects - p.Failed }
 
 // Fetched is what this job brought in from the origin.
-func (p WarmProgress) Fetched() int64 { return p.DoneBytes - p.Skipped }
+func (p Progress) Fetched() int64 { return p.DoneBytes - p.Skipped }
 
-// warmRequest says what to warm, relative to the root of the source.
-type warmRequest struct {
+// Request says what to warm, relative to the root of the source.
+type Request struct {
 	Prefix      string   // key prefix under the root ("" everything); need not end in "/"
 	Paths       []string // files or directories, relative to the root (instead of Prefix)
 	Concurrency int      // objects at once
 }
 
-// warmJob hydrates objects into a cache through the same metadata cache,
+// Job hydrates objects into a cache through the same metadata cache,
 // store and fetcher a mount uses, so the keys, versions and cache entries
 // are exactly the ones the mount will look for.
-type warmJob struct {
-	meta   *meta.Cache
-	store  *cache.Store
-	fetch  *prefetch.Fetcher
-	source string // backend.String(): the cache identity of the source
-	root   string // key prefix of the source's root ("" or ending in "/")
-	req    warmRequest
+type Job struct {
+	Meta   *meta.Cache
+	Store  *cache.Store
+	Fetch  *prefetch.Fetcher
+	Source string // backend.String(): the cache identity of the source
+	Root   string // key prefix of the source's root ("" or ending in "/")
+	Req    Request
 
-	// stall bounds how long one object may go without a new block while
-	// fetches fail or the cache refuses blocks, before it counts as failed.
-	stall time.Duration
+	// Stall bounds how long one object may go without a new block while
+	// fetches fail or the cache refuses blocks, before it counts as failed
+	// (0: 10 s).
+	Stall time.Duration
 
 	objects, bytes, doneObjects, doneBytes, skipped atomic.Int64
 	failed, failedPaths                             atomic.Int64
@@ -67,64 +69,64 @@ type warmJob struct {
 	errs                                            []string
 }
 
-const maxWarmErrors = 10
+const maxErrors = 10
 
-// errCacheFull stops a warm: the cache refuses blocks because everything
+// ErrCacheFull stops a warm: the cache refuses blocks because everything
 // in it is pinned or its disk is full.
-var errCacheFull = errors.New("the cache is full")
+var ErrCacheFull = errors.New("the cache is full")
 
 // fail records an object that could not be warmed.
-func (j *warmJob) fail(msg string) {
+func (j *Job) fail(msg string) {
 	j.failed.Add(1)
 	j.note(msg)
 }
 
 // failPath records a name that did not lead to objects: a listed path
 // that does not exist, a directory that could not be listed.
-func (j *warmJob) failPath(msg string) {
+func (j *Job) failPath(msg string) {
 	j.failedPaths.Add(1)
 	j.note(msg)
 }
 
-func (j *warmJob) note(msg string) {
+func (j *Job) note(msg string) {
 	j.mu.Lock()
-	if len(j.errs) < maxWarmErrors {
+	if len(j.errs) < maxErrors {
 		j.errs = append(j.errs, msg)
 	}
 	j.mu.Unlock()
 }
 
-func (j *warmJob) progress(start time.Time) WarmProgress {
+func (j *Job) progress(start time.Time) Progress {
 	j.mu.Lock()
 	errs := append([]string(nil), j.errs...)
 	j.mu.Unlock()
-	p := WarmProgress{
+	p := Progress{
 		Listing: j.listing.Load(), Objects: j.objects.Load(), Bytes: j.bytes.Load(),
 		DoneObjects: j.doneObjects.Load(), DoneBytes: j.doneBytes.Load(), Skipped: j.skipped.Load(),
-		Failed: j.failed.Load(), FailedPaths: j.failedPaths.Load(), Elapsed: time.Since(start).Seconds(), CacheLimit: j.store.Limit(), Errors: errs,
+		Failed: j.failed.Load(), FailedPaths: j.failedPaths.Load(), Elapsed: time.Since(start).Seconds(), CacheLimit: j.Store.Limit(), Errors: errs,
 	}
 	if !p.Listing && p.Bytes > p.CacheLimit {
-		p.Warning = fmt.Sprintf("%s to warm but the cache may hold %s: the least recently used data will be evicted", sizeStr(p.Bytes), sizeStr(p.CacheLimit))
+		p.Warning = fmt.Sprintf("%s to warm but the cache may hold %s: the least recently used data will be evicted", config.FormatBytes(p.Bytes), config.FormatBytes(p.CacheLimit))
 	}
 	return p
 }
 
-type warmItem struct {
+type item struct {
 	key string
 	e   meta.Entry
 }
 
-// run warms everything the request names, reporting progress every
+// Run warms everything the request names, reporting progress every
 // quarter second. It returns the final progress; the error is non-nil
 // when it was cancelled, the cache filled up, or some objects failed.
-func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgress, error) {
+func (j *Job) Run(ctx context.Context, report func(Progress)) (Progress, error) {
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	if j.stall == 0 {
-		j.stall = 10 * time.Second
+	if j.Stall == 0 {
+		j.Stall = 10 * time.Second
 	}
-	items := make(chan warmItem, 1024)
+	items := make(chan item, 1024)
 	j.listing.Store(true)
 	go func() {
 		defer close(items)
@@ -132,7 +134,7 @@ func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgr
 		j.discover(ctx, items)
 	}()
 	var wg sync.WaitGroup
-	for range max(j.req.Concurrency, 1) {
+	for range max(j.Req.Concurrency, 1) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -145,11 +147,11 @@ func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgr
 				// failed objects than done ones.
 				j.doneObjects.Add(1)
 				if err != nil {
-					if errors.Is(err, errCacheFull) {
+					if errors.Is(err, ErrCacheFull) {
 						cancel(err)
 					}
-					if ctx.Err() == nil || errors.Is(err, errCacheFull) {
-						j.fail(fmt.Sprintf("%s: %v", strings.TrimPrefix(it.key, j.root), err))
+					if ctx.Err() == nil || errors.Is(err, ErrCacheFull) {
+						j.fail(fmt.Sprintf("%s: %v", strings.TrimPrefix(it.key, j.Root), err))
 					}
 				}
 			}
@@ -167,7 +169,7 @@ func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgr
 				report(p)
 			}
 			switch {
-			case errors.Is(context.Cause(ctx), errCacheFull):
+			case errors.Is(context.Cause(ctx), ErrCacheFull):
 				return p, context.Cause(ctx)
 			case ctx.Err() != nil:
 				return p, fmt.Errorf("warm cancelled: %w", ctx.Err())
@@ -184,7 +186,7 @@ func (j *warmJob) run(ctx context.Context, report func(WarmProgress)) (WarmProgr
 }
 
 // failureSummary says what could not be warmed, objects and paths apart.
-func failureSummary(p WarmProgress) string {
+func failureSummary(p Progress) string {
 	var parts []string
 	if p.Failed > 0 {
 		parts = append(parts, fmt.Sprintf("%d of %d objects could not be warmed (run warm again to resume)", p.Failed, p.Objects))
@@ -196,19 +198,19 @@ func failureSummary(p WarmProgress) string {
 }
 
 // discover sends every file the request names.
-func (j *warmJob) discover(ctx context.Context, out chan<- warmItem) {
-	if len(j.req.Paths) == 0 {
-		j.walk(ctx, j.root, j.root+j.req.Prefix, out)
+func (j *Job) discover(ctx context.Context, out chan<- item) {
+	if len(j.Req.Paths) == 0 {
+		j.walk(ctx, j.Root, j.Root+j.Req.Prefix, out)
 		return
 	}
-	for _, p := range j.req.Paths {
+	for _, p := range j.Req.Paths {
 		p = strings.Trim(p, "/")
 		if p == "" {
-			j.walk(ctx, j.root, j.root, out)
+			j.walk(ctx, j.Root, j.Root, out)
 			continue
 		}
-		dir, name := meta.Parent(j.root + p)
-		e, err := j.meta.Lookup(ctx, dir, name)
+		dir, name := meta.Parent(j.Root + p)
+		e, err := j.Meta.Lookup(ctx, dir, name)
 		switch {
 		case ctx.Err() != nil:
 			return
@@ -220,12 +222,12 @@ func (j *warmJob) discover(ctx context.Context, out chan<- warmItem) {
 			d := meta.Join(dir, name, true)
 			j.walk(ctx, d, d, out)
 		default:
-			j.send(ctx, out, warmItem{key: meta.Join(dir, name, false), e: e})
+			j.send(ctx, out, item{key: meta.Join(dir, name, false), e: e})
 		}
 	}
 }
 
-func (j *warmJob) send(ctx context.Context, out chan<- warmItem, it warmItem) {
+func (j *Job) send(ctx context.Context, out chan<- item, it item) {
 	j.objects.Add(1)
 	j.bytes.Add(it.e.Size)
 	select {
@@ -236,14 +238,14 @@ func (j *warmJob) send(ctx context.Context, out chan<- warmItem, it warmItem) {
 
 // walk lists dir and everything below it, sending the files whose key
 // starts with want (directories are entered only when they can hold one).
-func (j *warmJob) walk(ctx context.Context, dir, want string, out chan<- warmItem) {
-	r := j.meta.OpenDir(ctx, dir)
+func (j *Job) walk(ctx context.Context, dir, want string, out chan<- item) {
+	r := j.Meta.OpenDir(ctx, dir)
 	var subdirs []string
 	for {
 		e, ok, err := r.Next(ctx)
 		if err != nil {
 			if ctx.Err() == nil {
-				j.failPath(fmt.Sprintf("listing %s: %v", strings.TrimPrefix(dir, j.root)+"/", err))
+				j.failPath(fmt.Sprintf("listing %s: %v", strings.TrimPrefix(dir, j.Root)+"/", err))
 			}
 			break
 		}
@@ -255,7 +257,7 @@ func (j *warmJob) walk(ctx context.Context, dir, want string, out chan<- warmIte
 		case e.Dir && (strings.HasPrefix(key, want) || strings.HasPrefix(want, key)):
 			subdirs = append(subdirs, key)
 		case !e.Dir && strings.HasPrefix(key, want):
-			j.send(ctx, out, warmItem{key: key, e: e})
+			j.send(ctx, out, item{key: key, e: e})
 		}
 	}
 	for _, d := range subdirs {
@@ -269,8 +271,8 @@ func (j *warmJob) walk(ctx context.Context, dir, want string, out chan<- warmIte
 // hydrate caches every block of one object, asking the fetcher to warm
 // what is missing (background priority, within the memory budget) until
 // the object is complete.
-func (j *warmJob) hydrate(ctx context.Context, it warmItem) error {
-	o, err := j.store.Acquire(cache.ObjectKey{Source: j.source, Key: it.key, Version: it.e.Version, Size: it.e.Size, MTime: it.e.MTime})
+func (j *Job) hydrate(ctx context.Context, it item) error {
+	o, err := j.Store.Acquire(cache.ObjectKey{Source: j.Source, Key: it.key, Version: it.e.Version, Size: it.e.Size, MTime: it.e.MTime})
 	if err != nil {
 		return err
 	}
@@ -278,7 +280,7 @@ func (j *warmJob) hydrate(ctx context.Context, it warmItem) error {
 	seen := o.CachedBytes()
 	j.skipped.Add(seen)
 	j.doneBytes.Add(seen)
-	fst, sst := j.fetch.Stats(), j.store.Stats()
+	fst, sst := j.Fetch.Stats(), j.Store.Stats()
 	lastMove := time.Now()
 	errsAt, fullAt := fst.FetchErrors.Load(), sst.NoSpace.Load()
 	tick := time.NewTicker(20 * time.Millisecond)
@@ -290,7 +292,7 @@ func (j *warmJob) hydrate(ctx context.Context, it warmItem) error {
 	idle := 1
 	for !o.Complete() {
 		if idle > 0 && (idle&(idle-1) == 0 || idle%50 == 0) {
-			j.fetch.Warm(o)
+			j.Fetch.Warm(o)
 		}
 		select {
 		case <-ctx.Done():
@@ -311,11 +313,11 @@ func (j *warmJob) hydrate(ctx context.Context, it warmItem) error {
 		idle++
 		stalled := time.Since(lastMove)
 		switch {
-		case sst.NoSpace.Load() > fullAt && stalled > j.stall/4:
-			return fmt.Errorf("%w (%s used of %s): raise --cache-size or warm less", errCacheFull, sizeStr(j.store.Used()), sizeStr(j.store.Limit()))
-		case fst.FetchErrors.Load() > errsAt && stalled > j.stall:
+		case sst.NoSpace.Load() > fullAt && stalled > j.Stall/4:
+			return fmt.Errorf("%w (%s used of %s): raise --cache-size or warm less", ErrCacheFull, config.FormatBytes(j.Store.Used()), config.FormatBytes(j.Store.Limit()))
+		case fst.FetchErrors.Load() > errsAt && stalled > j.Stall:
 			return fmt.Errorf("fetches keep failing (%d errors since the last block; see the log)", fst.FetchErrors.Load()-errsAt)
-		case stalled > 60*j.stall:
+		case stalled > 60*j.Stall:
 			return fmt.Errorf("no progress in %s", stalled.Round(time.Second))
 		}
 	}

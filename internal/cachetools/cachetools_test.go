@@ -1,9 +1,10 @@
-package main
+package cachetools_test
 
 import (
 	"context"
 	"errors"
 	"io/fs"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,20 +14,23 @@ import (
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/index"
 	"github.com/stratafs/strata/cache/uring"
+	"github.com/stratafs/strata/internal/cachetools"
+	"github.com/stratafs/strata/internal/warm"
+	"github.com/stratafs/strata/internal/warm/warmtest"
 )
 
 // warmedCacheDir returns a cache dir (closed, nobody holding it) holding
-// every object of warmTree.
+// every object of warmtest.Tree.
 func warmedCacheDir(t *testing.T, opts ...func(*cache.Options)) string {
 	t.Helper()
-	e := newWarmEnv(t, warmTree, 1<<30, opts...)
-	if _, err := e.job(warmRequest{}).run(context.Background(), nil); err != nil {
+	e := warmtest.New(t, warmtest.Tree, 1<<30, opts...)
+	if _, err := e.Job(warm.Request{}).Run(context.Background(), nil); err != nil {
 		t.Fatal(err)
 	}
-	dir := e.store.Dir()
-	e.meta.Close()
-	e.fetch.Close()
-	if err := e.store.Close(); err != nil {
+	dir := e.Store.Dir()
+	e.Meta.Close()
+	e.Fetch.Close()
+	if err := e.Store.Close(); err != nil {
 		t.Fatal(err)
 	}
 	return dir
@@ -59,7 +63,7 @@ func flipBlock(t *testing.T, dir string) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	if _, err := f.WriteAt([]byte("not the cached bytes"), testBlock+100); err != nil {
+	if _, err := f.WriteAt([]byte("not the cached bytes"), warmtest.Block+100); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -79,13 +83,13 @@ func TestVerifyDropsCorruptBlocks(t *testing.T) {
 			if tc.corrupt {
 				flipBlock(t, dir)
 			}
-			run := func() VerifyProgress {
-				store, closeFn, err := offlineStore(dir, "test verify", 1<<62, true)
+			run := func() cachetools.VerifyProgress {
+				store, closeFn, err := cachetools.OfflineStore(dir, "test verify", 1<<62, true, slog.New(slog.DiscardHandler))
 				if err != nil {
 					t.Fatal(err)
 				}
 				defer closeFn()
-				p, err := verifyStore(context.Background(), store, 3, nil)
+				p, err := cachetools.Verify(context.Background(), store, 3, nil)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -101,7 +105,7 @@ func TestVerifyDropsCorruptBlocks(t *testing.T) {
 			// The bad block is gone from the index: a second pass is clean
 			// and the cache holds one block less.
 			again := run()
-			if again.BadBlocks != 0 || again.Bytes != p.Bytes-tc.bad*testBlock {
+			if again.BadBlocks != 0 || again.Bytes != p.Bytes-tc.bad*warmtest.Block {
 				t.Fatalf("second verify: %+v (first %+v)", again, p)
 			}
 		})
@@ -116,11 +120,11 @@ func TestOfflineVerifyKeepsLRUOrder(t *testing.T) {
 		t.Run(map[bool]string{true: "frozen", false: "control: real clock"}[frozen], func(t *testing.T) {
 			old := time.Now().Add(-2 * time.Hour)
 			dir := warmedCacheDir(t, func(o *cache.Options) { o.Clock = func() time.Time { return old } })
-			store, closeFn, err := offlineStore(dir, "test", 1<<62, frozen)
+			store, closeFn, err := cachetools.OfflineStore(dir, "test", 1<<62, frozen, slog.New(slog.DiscardHandler))
 			if err != nil {
 				t.Fatal(err)
 			}
-			if _, err := verifyStore(context.Background(), store, 2, nil); err != nil {
+			if _, err := cachetools.Verify(context.Background(), store, 2, nil); err != nil {
 				closeFn()
 				t.Fatal(err)
 			}
@@ -158,8 +162,8 @@ func TestClear(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		n, b, err := clearDir(dir, false)
-		if err != nil || n != int64(len(warmTree)-1) || b == 0 {
+		n, b, err := cachetools.Clear(dir, false)
+		if err != nil || n != int64(len(warmtest.Tree)-1) || b == 0 {
 			t.Fatalf("clear: %d objects, %d bytes, %v", n, b, err)
 		}
 		left, _ := os.ReadDir(dir)
@@ -176,14 +180,14 @@ func TestClear(t *testing.T) {
 		eng, _ := uring.New(uring.KindPread, uring.DefaultOptions())
 		defer eng.Close()
 		so := cache.DefaultOptions()
-		so.BlockSize, so.Engine, so.Owner = testBlock, eng, "mount /mnt/busy"
+		so.BlockSize, so.Engine, so.Owner = warmtest.Block, eng, "mount /mnt/busy"
 		st, err := cache.Open(dir, so)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer st.Close()
-		_, _, err = clearDir(dir, false)
-		if !errors.Is(err, errInUse) || !strings.Contains(err.Error(), "mount /mnt/busy") {
+		_, _, err = cachetools.Clear(dir, false)
+		if !errors.Is(err, cachetools.ErrInUse) || !strings.Contains(err.Error(), "mount /mnt/busy") {
 			t.Fatalf("clear of a held dir: %v", err)
 		}
 	})
@@ -192,15 +196,15 @@ func TestClear(t *testing.T) {
 		if err := os.WriteFile(filepath.Join(dir, "staging", "ckpt"), []byte("not uploaded"), 0o600); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := clearDir(dir, false); err == nil || !strings.Contains(err.Error(), "not yet uploaded") {
+		if _, _, err := cachetools.Clear(dir, false); err == nil || !strings.Contains(err.Error(), "not yet uploaded") {
 			t.Fatalf("clear with staged files: %v", err)
 		}
-		if _, _, err := clearDir(dir, true); err != nil {
+		if _, _, err := cachetools.Clear(dir, true); err != nil {
 			t.Fatalf("clear --force: %v", err)
 		}
 	})
 	t.Run("not a cache dir", func(t *testing.T) {
-		if _, _, err := clearDir(t.TempDir(), false); err == nil {
+		if _, _, err := cachetools.Clear(t.TempDir(), false); err == nil {
 			t.Fatal("cleared a directory that holds no cache")
 		}
 	})
@@ -209,16 +213,16 @@ func TestClear(t *testing.T) {
 func TestGCAppliesTheLimit(t *testing.T) {
 	dir := warmedCacheDir(t)
 	var total int64
-	for _, n := range warmTree {
+	for _, n := range warmtest.Tree {
 		total += int64(n)
 	}
 	limit := total / 2
-	store, closeFn, err := offlineStore(dir, "test gc", limit, false)
+	store, closeFn, err := cachetools.OfflineStore(dir, "test gc", limit, false, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer closeFn()
-	res := settleEviction(store)
+	res := cachetools.SettleEviction(store)
 	if res.UsedBytes > limit || res.FreedBytes <= 0 || res.UsedBytes+res.FreedBytes != total || res.LimitBytes != limit {
 		t.Fatalf("gc: %+v (total %d, limit %d)", res, total, limit)
 	}
@@ -227,20 +231,20 @@ func TestGCAppliesTheLimit(t *testing.T) {
 func TestHistoryKeepsTheLast(t *testing.T) {
 	dir := t.TempDir()
 	for i := range 5 {
-		s := Session{PID: i, HitBytes: int64(i), Started: time.Unix(int64(i), 0)}
-		if err := appendHistory(dir, s, 3); err != nil {
+		s := cachetools.Session{PID: i, HitBytes: int64(i), Started: time.Unix(int64(i), 0)}
+		if err := cachetools.AppendHistory(dir, s, 3); err != nil {
 			t.Fatal(err)
 		}
 	}
-	h := readHistory(dir)
+	h := cachetools.ReadHistory(dir)
 	if len(h) != 3 || h[0].PID != 2 || h[2].PID != 4 {
 		t.Fatalf("history %+v", h)
 	}
-	if r, total := hitRatio(Session{HitBytes: 3, MissBytes: 1}); r != 0.75 || total != 4 {
+	if r, total := cachetools.HitRatio(cachetools.Session{HitBytes: 3, MissBytes: 1}); r != 0.75 || total != 4 {
 		t.Fatalf("hitRatio = %v of %d", r, total)
 	}
 	// Prefetched bytes came from the origin: in the total, not hits.
-	if r, total := hitRatio(Session{HitBytes: 2, PrefetchHitBytes: 1, MissBytes: 1}); r != 0.5 || total != 4 {
+	if r, total := cachetools.HitRatio(cachetools.Session{HitBytes: 2, PrefetchHitBytes: 1, MissBytes: 1}); r != 0.5 || total != 4 {
 		t.Fatalf("hitRatio with prefetch hits = %v of %d", r, total)
 	}
 }
