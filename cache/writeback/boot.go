@@ -38,7 +38,7 @@ func currentBoot() string {
 // attempt failed and marks its journal entry as trusted after a reboot.
 func (m *Manager) makeDurable(j *Job) {
 	m.mu.Lock()
-	c := j.content.acquire()
+	c, key := j.content.acquire(), j.rec.Key
 	m.mu.Unlock()
 	if c == nil { // settled or dropped meanwhile
 		return
@@ -46,7 +46,7 @@ func (m *Manager) makeDurable(j *Job) {
 	err := c.f.Sync()
 	c.Release()
 	if err != nil {
-		m.log.Error("writeback: flushing the staged bytes of a failed upload; a reboot before it completes keeps them aside", "key", j.rec.Key, "err", err)
+		m.log.Error("writeback: flushing the staged bytes of a failed upload; a reboot before it completes keeps them aside", "key", key, "err", err)
 		return
 	}
 	m.mu.Lock()

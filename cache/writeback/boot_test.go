@@ -73,7 +73,9 @@ func startSyncUploadAndStop(t *testing.T, b *fakeBucket, dir, boot, key string, 
 	}
 	staging := e.store.StagingDir()
 	e.close()
-	<-done
+	if err := <-done; err == nil {
+		t.Fatal("a sync commit whose upload was cut short returned success")
+	}
 	b.gate = nil
 	return staging
 }
