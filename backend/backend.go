@@ -145,3 +145,11 @@ type Copier interface {
 	// ErrVersionChanged. dst appears atomically.
 	Copy(ctx context.Context, src, srcVersion, dst string) (ObjectInfo, error)
 }
+
+// OrDefault sets *v to def when it is not positive: how option structs
+// fill the fields a caller left unset.
+func OrDefault[T ~int | ~int64](v *T, def T) {
+	if *v <= 0 {
+		*v = def
+	}
+}

@@ -111,37 +111,22 @@ const (
 
 func (o *Options) fill() {
 	d := DefaultOptions()
-	setInt := func(v *int, def int) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	setDur := func(v *time.Duration, def time.Duration) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	set64 := func(v *int64, def int64) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	setInt(&o.MaxAttempts, d.MaxAttempts)
-	setDur(&o.MaxBackoff, d.MaxBackoff)
-	setDur(&o.RequestTimeout, d.RequestTimeout)
-	setDur(&o.TransferTimeout, d.TransferTimeout)
-	setDur(&o.ReadStallTimeout, d.ReadStallTimeout)
+	backend.OrDefault(&o.MaxAttempts, d.MaxAttempts)
+	backend.OrDefault(&o.MaxBackoff, d.MaxBackoff)
+	backend.OrDefault(&o.RequestTimeout, d.RequestTimeout)
+	backend.OrDefault(&o.TransferTimeout, d.TransferTimeout)
+	backend.OrDefault(&o.ReadStallTimeout, d.ReadStallTimeout)
 	if o.ReadResumes < 0 {
 		o.ReadResumes = 0
 	} else if o.ReadResumes == 0 {
 		o.ReadResumes = d.ReadResumes
 	}
-	setInt(&o.MaxConns, d.MaxConns)
-	set64(&o.PartSize, d.PartSize)
-	set64(&o.MultipartThreshold, d.MultipartThreshold)
-	setInt(&o.UploadConcurrency, d.UploadConcurrency)
-	set64(&o.CopyPartSize, d.CopyPartSize)
-	set64(&o.CopyMultipartThreshold, d.CopyMultipartThreshold)
+	backend.OrDefault(&o.MaxConns, d.MaxConns)
+	backend.OrDefault(&o.PartSize, d.PartSize)
+	backend.OrDefault(&o.MultipartThreshold, d.MultipartThreshold)
+	backend.OrDefault(&o.UploadConcurrency, d.UploadConcurrency)
+	backend.OrDefault(&o.CopyPartSize, d.CopyPartSize)
+	backend.OrDefault(&o.CopyMultipartThreshold, d.CopyMultipartThreshold)
 	o.CopyMultipartThreshold = min(o.CopyMultipartThreshold, maxSinglePut)
 }
 

@@ -81,33 +81,18 @@ var errOptions = errors.New("shared: invalid options")
 
 func (o *Options) fill() error {
 	d := DefaultOptions()
-	set64 := func(v *int64, def int64) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	setInt := func(v *int, def int) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	setDur := func(v *time.Duration, def time.Duration) {
-		if *v <= 0 {
-			*v = def
-		}
-	}
-	set64(&o.BlockSize, d.BlockSize)
-	set64(&o.GroupSize, d.GroupSize)
-	setDur(&o.Timeout, d.Timeout)
-	setInt(&o.Lookahead, d.Lookahead)
-	setInt(&o.WriteConcurrency, d.WriteConcurrency)
-	set64(&o.WriteBuffer, d.WriteBuffer)
-	setDur(&o.WriteTimeout, d.WriteTimeout)
-	setDur(&o.IdleFlush, d.IdleFlush)
-	setDur(&o.DrainTimeout, d.DrainTimeout)
-	setInt(&o.BreakerThreshold, d.BreakerThreshold)
-	setDur(&o.BreakerCooldown, d.BreakerCooldown)
-	setDur(&o.BreakerMaxCooldown, d.BreakerMaxCooldown)
+	backend.OrDefault(&o.BlockSize, d.BlockSize)
+	backend.OrDefault(&o.GroupSize, d.GroupSize)
+	backend.OrDefault(&o.Timeout, d.Timeout)
+	backend.OrDefault(&o.Lookahead, d.Lookahead)
+	backend.OrDefault(&o.WriteConcurrency, d.WriteConcurrency)
+	backend.OrDefault(&o.WriteBuffer, d.WriteBuffer)
+	backend.OrDefault(&o.WriteTimeout, d.WriteTimeout)
+	backend.OrDefault(&o.IdleFlush, d.IdleFlush)
+	backend.OrDefault(&o.DrainTimeout, d.DrainTimeout)
+	backend.OrDefault(&o.BreakerThreshold, d.BreakerThreshold)
+	backend.OrDefault(&o.BreakerCooldown, d.BreakerCooldown)
+	backend.OrDefault(&o.BreakerMaxCooldown, d.BreakerMaxCooldown)
 	if o.Logger == nil {
 		o.Logger = slog.Default()
 	}

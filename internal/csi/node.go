@@ -19,14 +19,10 @@ import (
 // Publishing a target that is already mounted succeeds at once.
 func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolumeRequest) (*csi.NodePublishVolumeResponse, error) {
 	target := req.GetTargetPath()
-	switch {
-	case req.GetVolumeId() == "":
-		return nil, status.Error(codes.InvalidArgument, "volume id is required")
-	case target == "":
-		return nil, status.Error(codes.InvalidArgument, "target path is required")
-	case !filepath.IsAbs(target):
-		return nil, status.Errorf(codes.InvalidArgument, "target path %q is not absolute", target)
-	case req.GetVolumeCapability() == nil:
+	if err := checkVolumeTarget(req.GetVolumeId(), target); err != nil {
+		return nil, err
+	}
+	if req.GetVolumeCapability() == nil {
 		return nil, status.Error(codes.InvalidArgument, "volume capability is required")
 	}
 	if err := checkCapability(req.GetVolumeCapability()); err != nil {
@@ -95,13 +91,8 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 // is gone or was never mounted is fine (the call is idempotent).
 func (d *Driver) NodeUnpublishVolume(ctx context.Context, req *csi.NodeUnpublishVolumeRequest) (*csi.NodeUnpublishVolumeResponse, error) {
 	target := req.GetTargetPath()
-	switch {
-	case req.GetVolumeId() == "":
-		return nil, status.Error(codes.InvalidArgument, "volume id is required")
-	case target == "":
-		return nil, status.Error(codes.InvalidArgument, "target path is required")
-	case !filepath.IsAbs(target):
-		return nil, status.Errorf(codes.InvalidArgument, "target path %q is not absolute", target)
+	if err := checkVolumeTarget(req.GetVolumeId(), target); err != nil {
+		return nil, err
 	}
 	target = filepath.Clean(target)
 	if !d.lockTarget(target) {
@@ -222,4 +213,18 @@ func grpcError(err error) error {
 		return err
 	}
 	return status.Error(codes.Internal, err.Error())
+}
+
+// checkVolumeTarget validates what every node call names: a volume id and
+// an absolute target path.
+func checkVolumeTarget(volumeID, target string) error {
+	switch {
+	case volumeID == "":
+		return status.Error(codes.InvalidArgument, "volume id is required")
+	case target == "":
+		return status.Error(codes.InvalidArgument, "target path is required")
+	case !filepath.IsAbs(target):
+		return status.Errorf(codes.InvalidArgument, "target path %q is not absolute", target)
+	}
+	return nil
 }

@@ -14,8 +14,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -40,9 +38,7 @@ type FakeGCS struct {
 	logPath  string
 	noPublic bool // started without -public-host
 
-	mu   sync.Mutex // guards cmd and done; never held while waiting on the network
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	proc process
 }
 
 // fakeGCSStartTimeout bounds how long the server may take to answer its
@@ -115,37 +111,12 @@ func (f *FakeGCS) Env() []string {
 }
 
 // Running reports whether the server process is up.
-func (f *FakeGCS) Running() bool {
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	return f.cmd != nil
-}
+func (f *FakeGCS) Running() bool { return f.proc.running() }
 
 // Stop terminates the server (SIGTERM, then SIGKILL after 5 s) and waits
 // for it to exit. The data directory is kept. Stopping a stopped server
 // does nothing.
-func (f *FakeGCS) Stop() error {
-	f.mu.Lock()
-	cmd, done := f.cmd, f.done
-	f.cmd, f.done = nil, nil
-	f.mu.Unlock()
-	if cmd == nil {
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-		return nil
-	case <-time.After(5 * time.Second):
-	}
-	_ = cmd.Process.Kill()
-	select {
-	case <-done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("testserver: fake-gcs-server pid %d did not exit after SIGKILL", cmd.Process.Pid)
-	}
-}
+func (f *FakeGCS) Stop() error { return f.proc.stop("fake-gcs-server", 5*time.Second) }
 
 // Restart stops the server if it runs and starts it again on the same
 // port with the same data directory. With FakeGCSOptions.Memory the
@@ -250,19 +221,10 @@ func (f *FakeGCS) start() error {
 	cmd.Env = fakeGCSEnv()
 	cmd.Stdout = logf
 	cmd.Stderr = logf
-	// If the test binary dies (timeout panic), take the server with it.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	done, err := f.proc.start(cmd)
+	if err != nil {
 		return fmt.Errorf("testserver: start fake-gcs-server: %w", err)
 	}
-	done := make(chan struct{})
-	go func() {
-		_ = cmd.Wait()
-		close(done)
-	}()
-	f.mu.Lock()
-	f.cmd, f.done = cmd, done
-	f.mu.Unlock()
 
 	if err := f.waitReady(logStart, done); err != nil {
 		_ = f.Stop()

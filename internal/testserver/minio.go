@@ -14,8 +14,6 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 )
@@ -39,9 +37,7 @@ type MinIO struct {
 	bin     string
 	logPath string
 
-	mu   sync.Mutex // guards cmd and done; never held while waiting on the process
-	cmd  *exec.Cmd
-	done chan struct{} // closed when cmd has exited
+	proc process
 }
 
 // minioStartTimeout bounds how long StartMinIO and Restart wait for
@@ -100,16 +96,10 @@ func (m *MinIO) start() error {
 		"MINIO_UPDATE=off",
 	)
 	cmd.Stdout, cmd.Stderr = logf, logf
-	// The server must not outlive a test binary killed by a timeout.
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	if err := cmd.Start(); err != nil {
+	done, err := m.proc.start(cmd)
+	if err != nil {
 		return err
 	}
-	done := make(chan struct{})
-	go func() { _ = cmd.Wait(); close(done) }()
-	m.mu.Lock()
-	m.cmd, m.done = cmd, done
-	m.mu.Unlock()
 
 	ready := make(chan error, 1)
 	go func() { ready <- m.waitReady(minioStartTimeout) }()
@@ -152,28 +142,7 @@ func (m *MinIO) waitReady(timeout time.Duration) error {
 
 // Stop terminates the server (SIGTERM, then SIGKILL after 10 s) and waits
 // for it to exit. Stopping a stopped server does nothing.
-func (m *MinIO) Stop() error {
-	m.mu.Lock()
-	cmd, done := m.cmd, m.done
-	m.cmd, m.done = nil, nil
-	m.mu.Unlock()
-	if cmd == nil {
-		return nil
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-done:
-		return nil
-	case <-time.After(10 * time.Second):
-	}
-	_ = cmd.Process.Kill()
-	select {
-	case <-done:
-		return nil
-	case <-time.After(10 * time.Second):
-		return fmt.Errorf("minio pid %d did not exit after SIGKILL", cmd.Process.Pid)
-	}
-}
+func (m *MinIO) Stop() error { return m.proc.stop("minio", 10*time.Second) }
 
 // Restart stops the server if it runs and starts it again on the same
 // address with the same data directory.
