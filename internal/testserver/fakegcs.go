@@ -2,8 +2,6 @@ package testserver
 
 import (
 	"bytes"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -149,11 +147,7 @@ func (f *FakeGCS) CreateVersionedBucket(tb testing.TB, name string) {
 // NewBucket creates a bucket with a fresh random name and returns the name.
 func (f *FakeGCS) NewBucket(tb testing.TB) string {
 	tb.Helper()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatal(err)
-	}
-	name := "strata-" + hex.EncodeToString(b[:])
+	name := randomBucketName(tb)
 	f.CreateBucket(tb, name)
 	return name
 }

@@ -3,7 +3,6 @@ package testserver
 import (
 	"bytes"
 	"crypto/hmac"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -177,11 +176,7 @@ func (m *MinIO) CreateBucket(tb testing.TB, name string) {
 // NewBucket creates a bucket with a fresh random name and returns the name.
 func (m *MinIO) NewBucket(tb testing.TB) string {
 	tb.Helper()
-	var b [6]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		tb.Fatal(err)
-	}
-	name := "strata-" + hex.EncodeToString(b[:])
+	name := randomBucketName(tb)
 	m.CreateBucket(tb, name)
 	return name
 }

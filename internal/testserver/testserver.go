@@ -9,6 +9,8 @@
 package testserver
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"fmt"
 	"net"
 	"net/http"
@@ -112,4 +114,14 @@ func WaitHTTP(url string, timeout time.Duration) error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("testserver: %s not ready after %s: %v", url, timeout, lastErr)
+}
+
+// randomBucketName returns "strata-" and 12 random hex digits: a bucket
+// name no other test uses.
+func randomBucketName(tb testing.TB) string {
+	var b [6]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		tb.Fatal(err)
+	}
+	return "strata-" + hex.EncodeToString(b[:])
 }
