@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 	"testing"
@@ -301,4 +302,23 @@ func diffTrees(want, got map[string]string) string {
 		}
 	}
 	return b.String()
+}
+
+// listNames lists dir, directories with a trailing slash, sorted.
+func listNames(t *testing.T, dir string) []string {
+	t.Helper()
+	es, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatalf("readdir %s: %v", dir, err)
+	}
+	var out []string
+	for _, e := range es {
+		n := e.Name()
+		if e.IsDir() {
+			n += "/"
+		}
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
 }

@@ -25,6 +25,17 @@ import (
 // mount.strata helper under mount(8), config files, signals, and a scan
 // of everything strata writes for the credentials it was given.
 
+// opsSetup starts MinIO with a bucket holding opsDataset (a FUSE test).
+func opsSetup(t *testing.T) (server, string, map[string][]byte) {
+	t.Helper()
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	files := opsDataset()
+	put(t, srv.writer(t, bucket), files)
+	return srv, bucket, files
+}
+
 // opsDataset is small enough to warm in seconds, with a multi-block file.
 func opsDataset() map[string][]byte {
 	files := map[string][]byte{
@@ -96,11 +107,7 @@ func metricsAddr(t *testing.T) string {
 // TestOpsWarmThenReadWithServerStopped: an offline warm fills the cache,
 // then a mount serves every byte with the server down and no GET at all.
 func TestOpsWarmThenReadWithServerStopped(t *testing.T) {
-	requireFUSE(t)
-	srv := startMinIO(t)
-	bucket := srv.newBucket(t)
-	files := opsDataset()
-	put(t, srv.writer(t, bucket), files)
+	srv, bucket, files := opsSetup(t)
 	cacheDir := t.TempDir()
 	source := srv.source(bucket, "data")
 
@@ -141,11 +148,7 @@ func TestOpsWarmThenReadWithServerStopped(t *testing.T) {
 // and gc go through the mount's control socket, clear refuses, and what
 // was warmed is read back without a GET.
 func TestOpsThroughMount(t *testing.T) {
-	requireFUSE(t)
-	srv := startMinIO(t)
-	bucket := srv.newBucket(t)
-	files := opsDataset()
-	put(t, srv.writer(t, bucket), files)
+	srv, bucket, files := opsSetup(t)
 	addr := metricsAddr(t)
 	m := startMount(t, srv, srv.source(bucket, "data"), "", "--metrics-addr", addr, "--passthrough", "off")
 	gets := func() float64 { return metric(scrape(t, addr), "strata_prefetch_fetches_total", nil) }
@@ -362,11 +365,7 @@ func TestOpsConfigFile(t *testing.T) {
 // TestOpsVerifyDropsCorruptBlock: a block flipped on disk is found by
 // verify, dropped, and fetched again on the next read.
 func TestOpsVerifyDropsCorruptBlock(t *testing.T) {
-	requireFUSE(t)
-	srv := startMinIO(t)
-	bucket := srv.newBucket(t)
-	files := opsDataset()
-	put(t, srv.writer(t, bucket), files)
+	srv, bucket, files := opsSetup(t)
 	cacheDir := t.TempDir()
 	source := srv.source(bucket, "data")
 	if out, errOut, err := runStrata(t, srv, append([]string{"warm", source, "--cache-dir", cacheDir}, srv.flags()...)...); err != nil {
@@ -415,11 +414,7 @@ func TestOpsVerifyDropsCorruptBlock(t *testing.T) {
 // rotated log, SIGTERM during a warm unmounts cleanly with the index
 // flushed and the session in the history.
 func TestOpsSignals(t *testing.T) {
-	requireFUSE(t)
-	srv := startMinIO(t)
-	bucket := srv.newBucket(t)
-	files := opsDataset()
-	put(t, srv.writer(t, bucket), files)
+	srv, bucket, _ := opsSetup(t)
 	source := srv.source(bucket, "data")
 	m := startMount(t, srv, source, "")
 	logPath := filepath.Join(m.cacheDir, "strata.log")
