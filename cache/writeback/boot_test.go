@@ -63,9 +63,10 @@ func startSyncUploadAndStop(t *testing.T, b *fakeBucket, dir, boot, key string, 
 	t.Helper()
 	b.gate = make(chan struct{})
 	e := newEnvOnBoot(t, Sync, b, dir, boot)
+	st := e.stage(t, data)
 	done := make(chan error, 1)
 	go func() {
-		_, err := e.m.Commit(context.Background(), key, e.stage(t, data), backend.VersionAbsent, 1)
+		_, err := e.m.Commit(context.Background(), key, st, backend.VersionAbsent, 1)
 		done <- err
 	}()
 	for b.puts.Load() == 0 {
@@ -174,4 +175,32 @@ func TestDeleteBetweenRegisterAndJournal(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSyncCommitReturnsOnceTheObjectIsUp: a sync close returns when the
+// object is whole in the bucket; making the staged file the cached copy
+// and updating the namespace follow without holding the writer.
+func TestSyncCommitReturnsOnceTheObjectIsUp(t *testing.T) {
+	b := newBucket()
+	e := newEnvOnBoot(t, Sync, b, t.TempDir(), "")
+	e.upserted = make(chan struct{}) // the namespace update waits
+	st := e.stage(t, []byte("up"))
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.Commit(context.Background(), "k", st, backend.VersionAbsent, 1)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		close(e.upserted)
+		t.Fatal("a sync commit waited for the local bookkeeping after its object was in the bucket")
+	}
+	if got, ok := b.get("k"); !ok || string(got) != "up" {
+		t.Fatalf("sync commit returned before the object was in the bucket: %q %v", got, ok)
+	}
+	close(e.upserted)
 }

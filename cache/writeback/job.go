@@ -199,6 +199,9 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 			}
 			err = context.Canceled
 		} else {
+			// The object is whole in the bucket: a sync close returns now,
+			// while the staged file becomes the cached copy.
+			j.firstAttempt(nil)
 			err = m.complete(j, r, path, info)
 		}
 	}
