@@ -103,6 +103,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	if flags&writeFlags != 0 {
 		return n.openWrite(ctx)
 	}
+	n.settleIfUploaded(ctx)
 	n.mu.Lock()
 	local, e := n.sess != nil || n.entry.Local, n.entry
 	if local {
@@ -154,6 +155,25 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	h.r = f.fetch.NewReader(obj)
 	// Each inode version is immutable: its page cache stays valid.
 	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
+}
+
+// settleIfUploaded moves a node written on this mount whose upload is
+// complete to the bucket's version (the namespace has it before the
+// manager lets go of the content), so that the open is served as any
+// cached object is: by passthrough, from the cache file the upload left.
+func (n *fileNode) settleIfUploaded(ctx context.Context) {
+	n.mu.Lock()
+	written := n.sess == nil && n.entry.Local
+	n.mu.Unlock()
+	if !written || n.fsys.wb == nil {
+		return
+	}
+	if c, ok := n.fsys.wb.Content(n.key.get()); ok {
+		c.Release() // still pending: read the committed bytes
+		return
+	}
+	// On error the node stays local; its reads refresh it as they can.
+	_, _ = n.refresh(ctx)
 }
 
 // fileHandle serves one open file from userspace: from the cache (obj),

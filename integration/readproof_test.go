@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -316,5 +317,44 @@ func TestHitsCountPassthroughOpens(t *testing.T) {
 	out, _, err := runStrata(t, srv, "cache", "stats", "--cache-dir", m.cacheDir)
 	if err != nil || !bytes.Contains([]byte(out), []byte("prefetched")) {
 		t.Errorf("cache stats text lacks the prefetched bytes: %v\n%s", err, out)
+	}
+}
+
+// TestWrittenFilesReadBackThroughPassthrough: a file written through the
+// mount becomes the cached copy of the object it uploaded, so once its
+// upload is complete it is read back by the kernel from the cache file
+// (torch.load after torch.save): a passthrough open and no READ for the
+// daemon, for a small file and for one larger than --verify-on-open's
+// bound (its blocks were checksummed from the bytes written, this run).
+func TestWrittenFilesReadBackThroughPassthrough(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	addr := metricsAddr(t)
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--metrics-addr", addr, "--passthrough", "on")
+	files := map[string][]byte{"small.pt": randData(70, 3<<20+5), "model.pt": randData(71, 80<<20)}
+	for name, data := range files {
+		if _, err := writeFile(filepath.Join(m.dir, name), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err != nil {
+		t.Fatalf("strata sync: %v\n%s", err, out)
+	}
+	// Read back at once (the kernel still knows the written inodes), then
+	// again with the page cache and the dentries dropped (new lookups).
+	for _, drop := range []bool{false, true} {
+		if drop {
+			dropCaches(t)
+		}
+		before := cacheStatsLive(t, srv, m.cacheDir)
+		for name, data := range files {
+			readWhole(t, filepath.Join(m.dir, name), data)
+		}
+		after := cacheStatsLive(t, srv, m.cacheDir)
+		if pt, us, reads := after.Session.PTOpens-before.Session.PTOpens, after.Session.USOpens-before.Session.USOpens,
+			after.Session.Reads-before.Session.Reads; pt != 2 || us != 0 || reads != 0 {
+			t.Fatalf("reading back 2 files written through the mount (caches dropped: %v): %d passthrough opens, %d userspace opens, %d READs for the daemon (want 2, 0, 0)", drop, pt, us, reads)
+		}
 	}
 }
