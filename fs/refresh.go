@@ -46,6 +46,11 @@ func (f *FS) Refresh(ctx context.Context, p string) (RefreshResult, error) {
 	key := f.prefix + rel
 	dir, name := meta.Parent(key)
 	res := RefreshResult{Path: rel}
+	// The version it replaces, as the mount knew it (the kernel may have
+	// forgotten the inode: dentries dropped, memory pressure).
+	if old, ok := f.meta.Known(dir, name); ok && !old.Dir {
+		res.Was = old.Version
+	}
 	e, err := f.meta.Refresh(ctx, dir, name)
 	switch {
 	case errors.Is(err, backend.ErrNotExist):
@@ -66,7 +71,7 @@ func (f *FS) Refresh(ctx context.Context, p string) (RefreshResult, error) {
 		if ch := parent.GetChild(name); ch != nil {
 			if n, ok := ch.Operations().(*fileNode); ok {
 				n.mu.Lock()
-				res.Was = n.entry.Version
+				res.Was = n.entry.Version // what its open files read
 				n.mu.Unlock()
 			}
 			f.forgetBelow(ch)

@@ -71,6 +71,23 @@ func TestRefresh(t *testing.T) {
 	}
 }
 
+// TestRefreshAfterTheKernelForgot: the kernel may drop the inode of a
+// changed file (its dentries dropped, memory pressure) before the user
+// refreshes it; the refresh still says which version it replaces.
+func TestRefreshAfterTheKernelForgot(t *testing.T) {
+	f := newTestFS(t, map[string]string{"d/x": "version one"})
+	out, errno := f.lookup("d/x")
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	f.raw.Forget(out.NodeId, 1)
+	f.be.set("d/x", []byte("version two"))
+	res, err := f.fsys.Refresh(context.Background(), "d/x")
+	if err != nil || res.Was == "" || res.Was == res.Version {
+		t.Fatalf("refresh of a changed file the kernel forgot: %+v %v (want the version it replaces)", res, err)
+	}
+}
+
 // The log line of a read that fails with ESTALE says how to get out.
 func TestStaleHint(t *testing.T) {
 	f := newTestFSWith(t, nil, func(o *Options) { o.TTL = meta.Indefinite })

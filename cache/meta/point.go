@@ -125,6 +125,13 @@ func probedEntry(name string, info backend.ObjectInfo, isDir bool) Entry {
 	return Entry{Name: name, Size: info.Size, MTime: info.MTime.UnixNano(), Version: info.Version}
 }
 
+// Known returns what the cache holds of name in dir, fresh or not, with no
+// backend request: what a refresh replaces.
+func (c *Cache) Known(dir, name string) (Entry, bool) {
+	e, found, ok := c.staleAnswer(dir, name)
+	return e, found && ok
+}
+
 // staleAnswer finds name in whatever the cache has, fresh or not.
 func (c *Cache) staleAnswer(dir, name string) (Entry, bool, bool) {
 	ds := c.dir(dir)
