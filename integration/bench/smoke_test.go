@@ -55,7 +55,7 @@ func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, stri
 	dir := t.TempDir()
 	var wls []string
 	for _, w := range workloadNames() {
-		if w != (dataLoader{}).Name() && w != (checkpoint{}).Name() {
+		if w != (dataLoader{}).Name() && w != (checkpoint{}).Name() && w != (tarShards{}).Name() {
 			wls = append(wls, w)
 		}
 	}
@@ -225,6 +225,50 @@ func TestSmokeDataLoader(t *testing.T) {
 		}
 	}
 	// Strata's rows are compared with local disk.
+	for _, line := range strings.Split(out, "\n") {
+		if strings.Contains(line, "**strata**") && !strings.Contains(line, "×") {
+			t.Errorf("no ratio to local disk in %q", line)
+		}
+	}
+}
+
+// TestSmokeTarShards runs the WebDataset-style Python tar reader at the
+// tiny scale (2 shards, one run per phase) on local disk and strata: every
+// epoch streams every sample and member byte the shards hold (as the
+// generator wrote them), cold, warm and after a restart, with ratios to
+// local disk in the report.
+func TestSmokeTarShards(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts MinIO and toxiproxy, mounts and runs PyTorch")
+	}
+	requireStrataMount(t)
+	// smoke skips (fails under STRATA_E2E=1) when PyTorch is missing.
+	r, out := smoke(t, "local,strata", "0ms", "-workloads", "webdataset-py", "-repeat", "1")
+	spec := scales["tiny"].WebDataset
+	perShard, perShardBytes := spec.ShardContents()
+	phases := map[string]int{}
+	for _, row := range r.Results.Rows {
+		if row.Err != "" {
+			t.Errorf("%s/%s/%s failed: %s", row.System, row.Phase, row.Latency, row.Err)
+			continue
+		}
+		phases[row.System]++
+		if row.Workload != "webdataset-py" || row.Unit != "MB/s" || row.Rate <= 0 || row.Summary.Truncated ||
+			row.Summary.Ops != int64(spec.Shards*perShard) || row.Summary.Bytes != int64(spec.Shards)*perShardBytes {
+			t.Errorf("row %+v: want %d samples, %d bytes", row, spec.Shards*perShard, int64(spec.Shards)*perShardBytes)
+		}
+		if row.System == "strata" && !strings.Contains(row.Note, "from cache") {
+			t.Errorf("strata %s: no cache counters in %q", row.Phase, row.Note)
+		}
+	}
+	if phases["local"] != 3 || phases["strata"] != 3 {
+		t.Errorf("phases per system %v, want 3 (cold, warm, restarted)\n%s", phases, out)
+	}
+	for _, s := range []string{"### WebDataset in Python", "tar shards streamed by", "torch"} {
+		if !strings.Contains(out, s) {
+			t.Errorf("report lacks %q:\n%s", s, out)
+		}
+	}
 	for _, line := range strings.Split(out, "\n") {
 		if strings.Contains(line, "**strata**") && !strings.Contains(line, "×") {
 			t.Errorf("no ratio to local disk in %q", line)
