@@ -76,7 +76,7 @@ def run(a, n, seed):
 
     def accelerator(i):
         try:
-            first = None
+            first = end = None
             batches = samples = nbytes = 0
             for sizes in iters[i]:
                 if first is None:
@@ -85,7 +85,9 @@ def run(a, n, seed):
                 samples += len(sizes)
                 nbytes += int(sizes.sum())
                 time.sleep(compute)
-            end = time.monotonic()
+                end = time.monotonic()  # the end of the last compute, not of the loader
+            if first is None:
+                raise RuntimeError("no batch")
             results[i] = {"batches": batches, "samples": samples, "bytes": nbytes,
                           "compute": batches * compute, "wall": end - first, "first": first - start}
         except Exception as e:  # reported by the main thread
