@@ -6,8 +6,8 @@
 //
 // It owns the orchestration: scales and flags (config.go), the servers and
 // the uploaded dataset (env.go), the systems under test (systems.go), the
-// workloads and their phases (workloads.go, dataloader.go, imagefolder.go,
-// sequential.go, random.go, listing.go, checkpoint.go; secondnode.go is the
+// workloads and their phases (workloads.go, dataloader.go, au.go,
+// imagefolder.go, sequential.go, tarshards.go, random.go, listing.go, checkpoint.go; secondnode.go is the
 // shared-tier system), the results table with ratios and the issue #3
 // targets (rows.go, table.go, targets.go) and the PNG chart (chart.go).
 // The reusable parts (datasets, reader processes, mounts, servers) live in
@@ -29,6 +29,8 @@
 //	make bench BENCH_FLAGS='-backend gcs'      # the reads over fake-gcs-server (strata rows only)
 //	make bench BENCH_FLAGS='-workloads checkpoint'   # torch.save and Hugging Face checkpoints (issues #13, #18)
 //	make bench BENCH_FLAGS='-workloads dataloader'   # issue #18's PyTorch DataLoader
+//	make bench BENCH_FLAGS='-workloads webdataset-py'   # issue #18's WebDataset tar shards in Python
+//	make bench BENCH_FLAGS='-workloads au-resnet50'     # issue #18's MLPerf Storage-style AU search
 //	bin/strata-bench -h                        # every flag; STRATA_BENCH_* env vars set defaults
 //
 // The times above predate the DataLoader workload, which adds 9 epochs
@@ -37,14 +39,21 @@
 // through each mount, per latency, one torch.save and three Hugging Face
 // checkpoints (two untimed) of 2 GiB (256 MiB at quick) and reads the
 // torch.save back: about 8 GiB per mount and latency, not yet timed at
-// full scale.
+// full scale; and webdataset-py (tarshards.go), which streams the
+// WebDataset shards with Python's tarfile in DataLoader workers, 9 epochs
+// of 1 GiB (128 MiB at quick) per system and latency, not yet timed; and
+// au-resnet50 (au.go), a cold and a warm search for the largest number of
+// emulated accelerators kept at AU >= 90%, each N one pass over the
+// DataLoader's JPEGs (remounted on an empty cache before each cold N),
+// not yet timed.
 //
 // Results go to stdout and to -out (results.md, results.json, chart.png);
 // progress goes to stderr. Data, the MinIO drive and logs stay in -workdir
 // and are reused by the next run with the same scale and seed.
 //
 // Every timed read runs in separate reader processes (this binary
-// re-executed; for the DataLoader, Debian's python3 running PyTorch), with
+// re-executed; for the DataLoader, webdataset-py and au-resnet50, Debian's python3
+// running PyTorch), with
 // the page cache dropped before each phase (before each run of the
 // DataLoader's). A workload that needs more than the systems implements
 // Prerequisite: without it (PyTorch missing, say) it is skipped and the

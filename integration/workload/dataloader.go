@@ -132,28 +132,34 @@ func (d *DataLoader) Epoch(ctx context.Context, seed uint64) (DataLoaderResult, 
 // read decodes the program's next stdout line into v; ctx's end kills
 // the program.
 func (d *DataLoader) read(ctx context.Context, v any) error {
+	return readJSONLine(ctx, d.py, d.out, "dataloader", v)
+}
+
+// readJSONLine decodes a served program's next stdout line into v; ctx's
+// end kills the program. what names the program in errors.
+func readJSONLine(ctx context.Context, py *pyProc, out *bufio.Reader, what string, v any) error {
 	type line struct {
 		b   []byte
 		err error
 	}
 	ch := make(chan line, 1)
 	go func() {
-		b, err := d.out.ReadBytes('\n')
+		b, err := out.ReadBytes('\n')
 		ch <- line{b, err}
 	}()
 	var l line
 	select {
 	case l = <-ch:
 	case <-ctx.Done():
-		d.py.kill()
+		py.kill()
 		<-ch
-		return fmt.Errorf("workload: dataloader: %w", ctx.Err())
+		return fmt.Errorf("workload: %s: %w", what, ctx.Err())
 	}
 	if l.err != nil {
-		return d.py.failure(fmt.Errorf("workload: dataloader: %w", l.err))
+		return py.failure(fmt.Errorf("workload: %s: %w", what, l.err))
 	}
 	if err := json.Unmarshal(l.b, v); err != nil {
-		return fmt.Errorf("workload: dataloader printed %q: %w", shortText(string(l.b), 200), err)
+		return fmt.Errorf("workload: %s printed %q: %w", what, shortText(string(l.b), 200), err)
 	}
 	return nil
 }

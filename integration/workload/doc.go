@@ -29,6 +29,14 @@
 //     by /usr/bin/python3 (or $STRATA_BENCH_PYTHON) in a process of its own
 //     that runs an epoch per request; the Python programs are embedded in
 //     the binary and run in their own process group.
+//   - WebDataset tar shards in Python (tarshards.go,
+//     python/tarshards.py): the shards streamed with tarfile's "r|" mode in
+//     DataLoader workers over an IterableDataset, an epoch per request;
+//     WebDatasetSpec.ShardContents says how many samples and member bytes
+//     the generator put in a shard, for checking that every one was read.
+//   - MLPerf Storage-style accelerator utilisation (au.go, python/au.py):
+//     N emulated accelerators, each a DataLoader over its share of the files
+//     sleeping a fixed compute time per batch; AU = compute / wall time.
 //   - Checkpoints (checkpoint.go, python/checkpoint.py): the real
 //     torch.save and torch.load, and the Hugging Face Trainer's
 //     tmp-checkpoint-N/ + rename + rmtree, run by one Python process per
