@@ -489,6 +489,10 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 // truncate sets the size; a path truncate (no writer open) commits at once.
 // An explicit truncation is new data of the process o that asked for it.
 func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
+	// Not cancelled by the kernel's INTERRUPT, as a close is not (Flush):
+	// any signal to the caller would fail truncate(2) with EINTR midway
+	// through staging or uploading.
+	ctx = uninterrupted(ctx)
 	if err := n.startSession(ctx, size == 0); err != nil {
 		return err
 	}
