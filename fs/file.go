@@ -103,8 +103,12 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	if flags&writeFlags != 0 {
 		return n.openWrite(ctx)
 	}
-	n.settleIfUploaded(ctx)
 	n.mu.Lock()
+	if n.sess == nil && n.entry.Local { // written here: its upload may be complete
+		n.mu.Unlock()
+		n.settleIfUploaded(ctx)
+		n.mu.Lock()
+	}
 	local, e := n.sess != nil || n.entry.Local, n.entry
 	if local {
 		n.usOpen++
@@ -157,15 +161,13 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	return h, fuse.FOPEN_KEEP_CACHE | fuse.FOPEN_NOFLUSH, 0
 }
 
-// settleIfUploaded moves a node written on this mount whose upload is
-// complete to the bucket's version (the namespace has it before the
+// settleIfUploaded moves a node written on this mount (Open calls it for
+// a local entry with no session, so other opens pay nothing) whose upload
+// is complete to the bucket's version (the namespace has it before the
 // manager lets go of the content), so that the open is served as any
 // cached object is: by passthrough, from the cache file the upload left.
 func (n *fileNode) settleIfUploaded(ctx context.Context) {
-	n.mu.Lock()
-	written := n.sess == nil && n.entry.Local
-	n.mu.Unlock()
-	if !written || n.fsys.wb == nil {
+	if n.fsys.wb == nil {
 		return
 	}
 	if c, ok := n.fsys.wb.Content(n.key.get()); ok {
