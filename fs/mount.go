@@ -30,6 +30,9 @@ type MountOptions struct {
 	ProbeDir string
 	FsName   string
 	Debug    bool
+	// Backing registers passthrough backing files when the daemon may not
+	// (a sidecar without CAP_SYS_ADMIN); nil registers them directly.
+	Backing Backing
 }
 
 // Mounted is a live mount.
@@ -75,7 +78,7 @@ func Mount(mountpoint string, fsys *FS, mo MountOptions) (*Mounted, error) {
 	if !fsys.opts.Passthrough {
 		opts.MountOptions.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
-	srv, err := gofs.Mount(mountpoint, fsys.Root(), opts)
+	srv, err := mountServer(mountpoint, fsys.Root(), opts, mo.Backing)
 	if err != nil {
 		return nil, fmt.Errorf("fs: mount %s: %w", mountpoint, err)
 	}
@@ -84,7 +87,11 @@ func Mount(mountpoint string, fsys *FS, mo MountOptions) (*Mounted, error) {
 	}
 	m := &Mounted{Server: srv}
 	if fsys.opts.Passthrough {
-		m.Passthrough, m.Why = probePassthrough(srv, mo.ProbeDir)
+		var b Backing = serverBacking{srv}
+		if mo.Backing != nil {
+			b = mo.Backing
+		}
+		m.Passthrough, m.Why = probePassthrough(srv, b, mo.ProbeDir)
 		fsys.passthrough.Store(m.Passthrough)
 	} else {
 		m.Why = "disabled by --passthrough=off"
@@ -101,7 +108,7 @@ func Mount(mountpoint string, fsys *FS, mo MountOptions) (*Mounted, error) {
 // go-fuse turns passthrough off for the whole mount after one failed
 // registration, silently; probing first lets us say why and route every
 // open through userspace instead.
-func probePassthrough(srv *fuse.Server, dir string) (bool, string) {
+func probePassthrough(srv *fuse.Server, b Backing, dir string) (bool, string) {
 	if srv.KernelSettings().Flags64()&fuse.CAP_PASSTHROUGH == 0 {
 		return false, "kernel does not offer FUSE passthrough (Linux 6.9+ with CONFIG_FUSE_PASSTHROUGH)"
 	}
@@ -111,7 +118,7 @@ func probePassthrough(srv *fuse.Server, dir string) (bool, string) {
 	}
 	defer os.Remove(f.Name())
 	defer f.Close()
-	id, errno := srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(f.Fd())})
+	id, errno := b.Register(int(f.Fd()))
 	if errno != 0 {
 		why := errno.Error()
 		switch errno {
@@ -124,7 +131,7 @@ func probePassthrough(srv *fuse.Server, dir string) (bool, string) {
 	}
 	// The probe answered; a mapping left registered pins only the probe
 	// file, until the mount ends.
-	_ = srv.UnregisterBackingFd(id)
+	_ = b.Unregister(id)
 	return true, ""
 }
 

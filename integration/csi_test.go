@@ -65,13 +65,21 @@ type sidecarProc struct {
 
 func startSidecar(t *testing.T, handoff, cacheDir string) *sidecarProc {
 	t.Helper()
+	return startSidecarVia(t, handoff, cacheDir)
+}
+
+// startSidecarVia runs the sidecar under a wrapper command (prefix), such
+// as setpriv dropping capabilities as a pod's securityContext does.
+func startSidecarVia(t *testing.T, handoff, cacheDir string, prefix ...string) *sidecarProc {
+	t.Helper()
 	s := &sidecarProc{exited: make(chan struct{}), log: filepath.Join(t.TempDir(), "sidecar.log")}
 	logf, err := os.Create(s.log)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer logf.Close()
-	s.cmd = exec.Command(testserver.Binary(t, "strata"), "sidecar", "--handoff-dir", handoff, "--cache-dir", cacheDir, "--log-level", "debug")
+	args := append(prefix, testserver.Binary(t, "strata"), "sidecar", "--handoff-dir", handoff, "--cache-dir", cacheDir, "--log-level", "debug")
+	s.cmd = exec.Command(args[0], args[1:]...)
 	s.cmd.Env = noCredentials()
 	s.cmd.Stdout, s.cmd.Stderr = logf, logf
 	if err := s.cmd.Start(); err != nil {

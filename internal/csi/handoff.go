@@ -58,6 +58,9 @@ type Handoff struct {
 	CacheDir   string            `json:"cacheDir,omitempty"`
 	Env        map[string]string `json:"env,omitempty"`
 	Files      map[string][]byte `json:"files,omitempty"`
+	// Backing: the plugin registers passthrough backing files for the
+	// sidecar on this connection after "ready" (backing.go).
+	Backing bool `json:"backing,omitempty"`
 }
 
 // LogValue keeps credentials out of logs.
@@ -70,6 +73,11 @@ func (h Handoff) LogValue() slog.Value {
 type Control struct {
 	Op    string `json:"op"`
 	Error string `json:"error,omitempty"`
+	// Backing requests and answers (backing.go): Seq pairs an answer with
+	// its request, ID is a backing id, Errno the ioctl's error.
+	Seq   uint64 `json:"seq,omitempty"`
+	ID    int32  `json:"id,omitempty"`
+	Errno int    `json:"errno,omitempty"`
 }
 
 // shortDir returns a path for dir usable in a sockaddr (108 bytes,

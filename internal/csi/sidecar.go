@@ -105,7 +105,7 @@ func (d *Driver) publishSidecar(volumeID, target string, spec Spec, creds Creden
 	}
 	v = &sidecarVol{target: target, dir: dir, readOnly: spec.ReadOnly, timeout: d.opts.HandoffTimeout, log: d.log, l: l, dev: dev, done: make(chan struct{}),
 		handoff: Handoff{VolumeID: volumeID, VolumeName: volume, Source: spec.Source, Args: spec.Args,
-			CacheDir: spec.CacheDir, Env: creds.Env, Files: creds.Files}}
+			CacheDir: spec.CacheDir, Env: creds.Env, Files: creds.Files, Backing: true}}
 	d.mu.Lock()
 	d.sidecars[target] = v
 	d.mu.Unlock()
@@ -152,7 +152,14 @@ func (v *sidecarVol) serve() {
 			v.fail(err.Error())
 			continue
 		}
-		m, err := RecvControl(c)
+		var peer *backingPeer
+		var m Control
+		if v.handoff.Backing {
+			peer = newBackingPeer(c, v.dev, v.log)
+			m, err = peer.next()
+		} else {
+			m, err = RecvControl(c)
+		}
 		_ = c.SetReadDeadline(time.Time{})
 		v.mu.Lock()
 		v.pending = nil
@@ -161,9 +168,16 @@ func (v *sidecarVol) serve() {
 		case err == nil && m.Op == OpReady:
 			v.mu.Lock()
 			v.conn, v.lastErr = c, ""
+			dev := v.dev
+			if v.handoff.Backing {
+				v.dev = nil // peer.serve owns it now
+			}
 			v.mu.Unlock()
 			v.log.Info("csi: sidecar serves the mount", "target", v.target)
 			v.release()
+			if peer != nil && dev != nil {
+				go peer.serve()
+			}
 			return
 		case err == nil && m.Op == OpError:
 			v.fail(m.Error)
@@ -188,9 +202,11 @@ func (v *sidecarVol) failure() string {
 	return v.lastErr
 }
 
-// release closes the listener and the plugin's copy of the descriptor:
-// from then on the sidecar alone holds the FUSE connection, so its death
-// makes the mount fail fast (ENOTCONN) instead of hang.
+// release closes the listener and the plugin's copy of the descriptor
+// (unless the backing peer took it, which closes it when the sidecar's
+// connection ends): from then on only the sidecar keeps the FUSE
+// connection alive, so its death makes the mount fail fast (ENOTCONN)
+// instead of hang.
 func (v *sidecarVol) release() {
 	v.mu.Lock()
 	l, dev := v.l, v.dev

@@ -33,6 +33,9 @@ type Options struct {
 	// processes' messages show it); Start's owner is "mount <Mountpoint>".
 	Owner  string
 	Logger *slog.Logger
+	// Backing registers passthrough backing files for Start when the
+	// process may not (a sidecar asks the CSI plugin); nil: itself.
+	Backing fs.Backing
 }
 
 // Start brings a mount up. Every failure before the kernel has the
@@ -67,7 +70,7 @@ func Start(ctx context.Context, o Options) (*Mount, error) {
 	}
 	mopts := fs.MountOptions{
 		AllowOther: cfg.AllowOther, ReadOnly: cfg.ReadOnly, MaxRead: 1 << 20, MaxBackground: 128,
-		ReadAheadKB: cfg.ReadAheadKB, ProbeDir: cfg.CacheDir, FsName: src.String(),
+		ReadAheadKB: cfg.ReadAheadKB, ProbeDir: cfg.CacheDir, FsName: src.String(), Backing: o.Backing,
 	}
 	var err error
 	if s.mounted, err = fs.Mount(s.mnt, s.fsys, mopts); err != nil {

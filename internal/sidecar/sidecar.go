@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -171,7 +170,7 @@ func (s *sidecar) serveVolume(ctx context.Context, dir string) {
 }
 
 // takeHandoff connects, receives the descriptor and starts serving it.
-func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger) (*mount.Mount, *net.UnixConn, error) {
+func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger) (*mount.Mount, *csi.PluginConn, error) {
 	conn, err := csi.DialHandoff(ctx, dir)
 	if err != nil {
 		return nil, nil, err
@@ -182,7 +181,12 @@ func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger)
 		return nil, nil, err
 	}
 	log.Info("sidecar: received the mount", "handoff", h)
-	srv, err := s.start(ctx, h, dev, log)
+	pc := csi.NewPluginConn(conn)
+	var backing *csi.PluginConn
+	if h.Backing {
+		backing = pc // the plugin registers our cache files for passthrough
+	}
+	srv, err := s.start(ctx, h, dev, backing, log)
 	if err != nil {
 		// If this does not reach the plugin, the closed connection tells
 		// it the hand-off failed.
@@ -197,11 +201,11 @@ func (s *sidecar) takeHandoff(ctx context.Context, dir string, log *slog.Logger)
 	if err := os.WriteFile(filepath.Join(dir, csi.ReadyName), []byte(strconv.Itoa(os.Getpid())+"\n"), 0o644); err != nil {
 		log.Warn("sidecar: recording that it serves", "err", err)
 	}
-	return srv, conn, nil
+	return srv, pc, nil
 }
 
 // start serves dev as /dev/fd/N with the handed-over options.
-func (s *sidecar) start(ctx context.Context, h csi.Handoff, dev *os.File, log *slog.Logger) (*mount.Mount, error) {
+func (s *sidecar) start(ctx context.Context, h csi.Handoff, dev *os.File, backing *csi.PluginConn, log *slog.Logger) (*mount.Mount, error) {
 	// go-fuse takes ownership of the descriptor it is given: give it a
 	// bare duplicate, so no *os.File finaliser ever closes it. If start
 	// fails the duplicate may leak; it is released when the process exits.
@@ -234,7 +238,11 @@ func (s *sidecar) start(ctx context.Context, h csi.Handoff, dev *os.File, log *s
 		return nil, err
 	}
 	defer restore()
-	srv, err := mount.Start(ctx, mount.Options{Config: &cfg, Source: src, Mountpoint: mnt, Logger: log})
+	o := mount.Options{Config: &cfg, Source: src, Mountpoint: mnt, Logger: log}
+	if backing != nil {
+		o.Backing = backing
+	}
+	srv, err := mount.Start(ctx, o)
 	if err != nil {
 		return nil, err
 	}
@@ -243,26 +251,13 @@ func (s *sidecar) start(ctx context.Context, h csi.Handoff, dev *os.File, log *s
 }
 
 // run waits for the end of one served volume and shuts it down.
-func (s *sidecar) run(ctx context.Context, dir string, srv *mount.Mount, conn *net.UnixConn, log *slog.Logger) {
+func (s *sidecar) run(ctx context.Context, dir string, srv *mount.Mount, conn *csi.PluginConn, log *slog.Logger) {
 	served := make(chan struct{})
 	go func() { srv.Wait(); close(served) }()
-	told := make(chan struct{})
-	go func() {
-		for {
-			m, err := csi.RecvControl(conn)
-			if err != nil {
-				return // the plugin restarted or closed: keep serving
-			}
-			if m.Op == csi.OpExit {
-				close(told)
-				return
-			}
-		}
-	}()
 	select {
 	case <-served:
 		log.Info("sidecar: unmounted")
-	case <-told:
+	case <-conn.Exit():
 		log.Info("sidecar: the plugin unpublished the volume")
 		select {
 		case <-served:

@@ -1,0 +1,121 @@
+package fs
+
+import (
+	"sync/atomic"
+	"syscall"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// Backing registers cache files with the kernel as FUSE passthrough
+// backing files (the FUSE_DEV_IOC_BACKING_OPEN and _CLOSE ioctls on the
+// connection's /dev/fuse descriptor). The kernel allows those ioctls only
+// to CAP_SYS_ADMIN in the initial user namespace, which an unprivileged
+// daemon lacks: a Kubernetes sidecar mounts with a Backing that asks the
+// privileged CSI node plugin to register its files (internal/csi). With
+// no Backing, the daemon registers them itself.
+type Backing interface {
+	// Register returns the kernel's backing id for the open file fd.
+	Register(fd int) (int32, syscall.Errno)
+	// Unregister releases an id Register returned.
+	Unregister(id int32) syscall.Errno
+}
+
+// kernelCalls is what go-fuse's node bridge calls into the kernel
+// through: the notifications go to the FUSE server as usual, backing
+// registration goes to a Backing. go-fuse looks the registration methods
+// up on this value, so it is the one place where a handle's backing file
+// can be registered by someone other than the server's own descriptor.
+type kernelCalls struct {
+	srv     atomic.Pointer[fuse.Server]
+	backing Backing
+}
+
+func (k *kernelCalls) server() *fuse.Server { return k.srv.Load() }
+
+func (k *kernelCalls) DeleteNotify(parent, child uint64, name string) fuse.Status {
+	if s := k.server(); s != nil {
+		return s.DeleteNotify(parent, child, name)
+	}
+	return fuse.ENOSYS
+}
+
+func (k *kernelCalls) EntryNotify(parent uint64, name string) fuse.Status {
+	if s := k.server(); s != nil {
+		return s.EntryNotify(parent, name)
+	}
+	return fuse.ENOSYS
+}
+
+func (k *kernelCalls) InodeNotify(node uint64, off, length int64) fuse.Status {
+	if s := k.server(); s != nil {
+		return s.InodeNotify(node, off, length)
+	}
+	return fuse.ENOSYS
+}
+
+func (k *kernelCalls) InodeRetrieveCache(node uint64, offset int64, dest []byte) (int, fuse.Status) {
+	if s := k.server(); s != nil {
+		return s.InodeRetrieveCache(node, offset, dest)
+	}
+	return 0, fuse.ENOSYS
+}
+
+func (k *kernelCalls) InodeNotifyStoreCache(node uint64, offset int64, data []byte) fuse.Status {
+	if s := k.server(); s != nil {
+		return s.InodeNotifyStoreCache(node, offset, data)
+	}
+	return fuse.ENOSYS
+}
+
+// RegisterBackingFd and UnregisterBackingFd are the methods go-fuse's
+// bridge looks for (an unexported interface in go-fuse/fs).
+func (k *kernelCalls) RegisterBackingFd(m *fuse.BackingMap) (int32, syscall.Errno) {
+	return k.backing.Register(int(m.Fd))
+}
+
+func (k *kernelCalls) UnregisterBackingFd(id int32) syscall.Errno {
+	return k.backing.Unregister(id)
+}
+
+// withKernelCalls wraps the node bridge so that go-fuse's Init, which
+// would make the bridge call the server directly, only tells kernelCalls
+// which server to notify.
+type withKernelCalls struct {
+	fuse.RawFileSystem
+	calls *kernelCalls
+}
+
+func (w *withKernelCalls) Init(s *fuse.Server) { w.calls.srv.Store(s) }
+
+// mountServer mounts root like gofs.Mount, with backing files registered
+// through b when it is not nil.
+func mountServer(mountpoint string, root gofs.InodeEmbedder, opts *gofs.Options, b Backing) (*fuse.Server, error) {
+	raw := fuse.RawFileSystem(nil)
+	if b != nil {
+		calls := &kernelCalls{backing: b}
+		opts.ServerCallbacks = calls
+		raw = &withKernelCalls{RawFileSystem: gofs.NewNodeFS(root, opts), calls: calls}
+	} else {
+		raw = gofs.NewNodeFS(root, opts)
+	}
+	srv, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
+	if err != nil {
+		return nil, err
+	}
+	go srv.Serve()
+	if err := srv.WaitMount(); err != nil {
+		return nil, err
+	}
+	return srv, nil
+}
+
+// serverBacking registers on the server's own descriptor.
+type serverBacking struct{ srv *fuse.Server }
+
+func (s serverBacking) Register(fd int) (int32, syscall.Errno) {
+	return s.srv.RegisterBackingFd(&fuse.BackingMap{Fd: int32(fd)})
+}
+
+func (s serverBacking) Unregister(id int32) syscall.Errno { return s.srv.UnregisterBackingFd(id) }
