@@ -90,25 +90,26 @@ type withKernelCalls struct {
 func (w *withKernelCalls) Init(s *fuse.Server) { w.calls.srv.Store(s) }
 
 // mountServer mounts root like gofs.Mount, with backing files registered
-// through b when it is not nil.
-func mountServer(mountpoint string, root gofs.InodeEmbedder, opts *gofs.Options, b Backing) (*fuse.Server, error) {
-	raw := fuse.RawFileSystem(nil)
-	if b != nil {
-		calls := &kernelCalls{backing: b}
-		opts.ServerCallbacks = calls
-		raw = &withKernelCalls{RawFileSystem: gofs.NewNodeFS(root, opts), calls: calls}
-	} else {
-		raw = gofs.NewNodeFS(root, opts)
-	}
+// through b, or on the server's own descriptor when b is nil, either way
+// behind a reusedBacking. It returns the server and what registers.
+func mountServer(mountpoint string, root gofs.InodeEmbedder, opts *gofs.Options, b Backing) (*fuse.Server, *reusedBacking, error) {
+	calls := &kernelCalls{}
+	opts.ServerCallbacks = calls
+	raw := &withKernelCalls{RawFileSystem: gofs.NewNodeFS(root, opts), calls: calls}
 	srv, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
+	if b == nil {
+		b = serverBacking{srv}
+	}
+	reuse := newReusedBacking(b)
+	calls.backing = reuse // before Serve: no request has been read yet
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return srv, nil
+	return srv, reuse, nil
 }
 
 // serverBacking registers on the server's own descriptor.

@@ -41,7 +41,13 @@ type Mounted struct {
 	// Passthrough reports whether the probe succeeded; Why says why not.
 	Passthrough bool
 	Why         string
+
+	backing *reusedBacking
 }
+
+// Close returns what the mount kept for reuse (backing registrations'
+// descriptors); call it once the server has stopped.
+func (m *Mounted) Close() { m.backing.Close() }
 
 // Mount mounts fsys at mountpoint ("/dev/fd/N" serves an already-open
 // /dev/fuse descriptor, as in the Kubernetes sidecar mode) and returns
@@ -78,20 +84,16 @@ func Mount(mountpoint string, fsys *FS, mo MountOptions) (*Mounted, error) {
 	if !fsys.opts.Passthrough {
 		opts.MountOptions.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
-	srv, err := mountServer(mountpoint, fsys.Root(), opts, mo.Backing)
+	srv, reuse, err := mountServer(mountpoint, fsys.Root(), opts, mo.Backing)
 	if err != nil {
 		return nil, fmt.Errorf("fs: mount %s: %w", mountpoint, err)
 	}
 	if !fdMount {
 		fsys.mountpoint.Store(&mountpoint)
 	}
-	m := &Mounted{Server: srv}
+	m := &Mounted{Server: srv, backing: reuse}
 	if fsys.opts.Passthrough {
-		var b Backing = serverBacking{srv}
-		if mo.Backing != nil {
-			b = mo.Backing
-		}
-		m.Passthrough, m.Why = probePassthrough(srv, b, mo.ProbeDir)
+		m.Passthrough, m.Why = probePassthrough(srv, reuse.inner, mo.ProbeDir)
 		fsys.passthrough.Store(m.Passthrough)
 	} else {
 		m.Why = "disabled by --passthrough=off"

@@ -103,6 +103,9 @@ func unmountNow(s *Mount) {
 
 // Close releases everything Start or Open opened, in reverse order.
 func (s *Mount) Close() {
+	if s.mounted != nil {
+		s.mounted.Close()
+	}
 	stopBackground(s)
 	if s.ops != nil {
 		stopOps(s)

@@ -1,0 +1,183 @@
+package fs
+
+import (
+	"container/list"
+	"sync"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// Limits of the idle backing registrations a mount keeps.
+const (
+	idleBackingFiles = 1024
+	idleBackingBytes = 256 << 20
+	idleBackingSize  = 8 << 20 // larger files are released at once: their reads dwarf two ioctls
+	idleBackingAge   = 30 * time.Second
+)
+
+// reusedBacking keeps the kernel's registration of a cache file for a
+// while after its last open is released, so that the next open of the
+// same file (the next epoch over a dataset of small files) hands the
+// kernel the id it has instead of registering the file again: two
+// ioctls per open saved, and for a sidecar two round trips to the CSI
+// plugin. go-fuse registers at the first open of an inode and
+// unregisters at its last release; this sits behind it.
+//
+// A registration holds a duplicate of the file's descriptor, so the
+// inode cannot be freed and its number reused while the entry lives: a
+// hit on (device, inode) is always the same file. A cache file evicted
+// while registered keeps its blocks until the entry goes: at most
+// idleBackingBytes, for at most idleBackingAge.
+type reusedBacking struct {
+	inner Backing
+	now   func() time.Time
+
+	mu    sync.Mutex // guards below; never held across a syscall
+	byKey map[fileKey]*registration
+	byID  map[int32]*registration
+	idle  *list.List // of *registration with refs == 0, oldest first
+	bytes int64      // size of the idle ones
+}
+
+type fileKey struct{ dev, ino uint64 }
+
+type registration struct {
+	key  fileKey
+	id   int32
+	fd   int // our duplicate
+	size int64
+	refs int
+	elem *list.Element // in idle, when refs == 0
+	at   time.Time     // when it went idle
+}
+
+func newReusedBacking(inner Backing) *reusedBacking {
+	return &reusedBacking{inner: inner, now: time.Now, byKey: map[fileKey]*registration{},
+		byID: map[int32]*registration{}, idle: list.New()}
+}
+
+func (r *reusedBacking) Register(fd int) (int32, syscall.Errno) {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return r.inner.Register(fd)
+	}
+	key := fileKey{st.Dev, st.Ino}
+	r.mu.Lock()
+	expired := r.expireLocked()
+	reg := r.byKey[key]
+	if reg != nil {
+		if reg.elem != nil {
+			r.idle.Remove(reg.elem)
+			reg.elem = nil
+			r.bytes -= reg.size
+		}
+		reg.refs++
+	}
+	r.mu.Unlock()
+	r.release(expired...)
+	if reg != nil {
+		return reg.id, 0
+	}
+
+	id, errno := r.inner.Register(fd)
+	if errno != 0 {
+		return id, errno
+	}
+	dup, err := unix.FcntlInt(uintptr(fd), unix.F_DUPFD_CLOEXEC, 0)
+	if err != nil {
+		return id, 0 // not kept: Unregister passes it through
+	}
+	reg = &registration{key: key, id: id, fd: dup, size: st.Size, refs: 1}
+	r.mu.Lock()
+	if other := r.byKey[key]; other != nil { // a concurrent first open won
+		other.refs++
+		r.mu.Unlock()
+		r.release(reg)
+		return other.id, 0
+	}
+	r.byKey[key], r.byID[id] = reg, reg
+	r.mu.Unlock()
+	return id, 0
+}
+
+func (r *reusedBacking) Unregister(id int32) syscall.Errno {
+	r.mu.Lock()
+	reg := r.byID[id]
+	if reg == nil {
+		r.mu.Unlock()
+		return r.inner.Unregister(id)
+	}
+	reg.refs--
+	if reg.refs > 0 {
+		r.mu.Unlock()
+		return 0
+	}
+	if reg.size > idleBackingSize {
+		r.dropLocked(reg)
+		r.mu.Unlock()
+		return r.release(reg)
+	}
+	reg.at = r.now()
+	reg.elem = r.idle.PushBack(reg)
+	r.bytes += reg.size
+	expired := r.expireLocked()
+	r.mu.Unlock()
+	r.release(expired...)
+	return 0
+}
+
+// expireLocked takes out the idle registrations beyond the limits, the
+// oldest first, and those idle for longer than idleBackingAge; the
+// caller releases them once it has let go of the lock.
+func (r *reusedBacking) expireLocked() []*registration {
+	var out []*registration
+	now := r.now()
+	for e := r.idle.Front(); e != nil; e = r.idle.Front() {
+		reg := e.Value.(*registration)
+		if r.idle.Len() <= idleBackingFiles && r.bytes <= idleBackingBytes && now.Sub(reg.at) < idleBackingAge {
+			break
+		}
+		r.idle.Remove(e)
+		reg.elem = nil
+		r.bytes -= reg.size
+		r.dropLocked(reg)
+		out = append(out, reg)
+	}
+	return out
+}
+
+func (r *reusedBacking) dropLocked(reg *registration) {
+	delete(r.byKey, reg.key)
+	delete(r.byID, reg.id)
+}
+
+// release closes our duplicates and unregisters regs; it returns the
+// first error.
+func (r *reusedBacking) release(regs ...*registration) syscall.Errno {
+	var first syscall.Errno
+	for _, reg := range regs {
+		unix.Close(reg.fd)
+		if errno := r.inner.Unregister(reg.id); errno != 0 && first == 0 {
+			first = errno
+		}
+	}
+	return first
+}
+
+// Close releases every idle registration (at unmount the kernel drops
+// them with the connection anyway; this returns our descriptors).
+func (r *reusedBacking) Close() {
+	r.mu.Lock()
+	var all []*registration
+	for e := r.idle.Front(); e != nil; e = r.idle.Front() {
+		reg := e.Value.(*registration)
+		r.idle.Remove(e)
+		r.dropLocked(reg)
+		all = append(all, reg)
+	}
+	r.bytes = 0
+	r.mu.Unlock()
+	r.release(all...)
+}

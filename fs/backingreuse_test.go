@@ -1,0 +1,131 @@
+package fs
+
+import (
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// countingBacking hands out ids and counts the calls that reach it.
+type countingBacking struct {
+	mu          sync.Mutex
+	next        int32
+	live        map[int32]bool
+	regs, unreg int
+}
+
+func (c *countingBacking) Register(int) (int32, syscall.Errno) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.next++
+	c.regs++
+	c.live[c.next] = true
+	return c.next, 0
+}
+
+func (c *countingBacking) Unregister(id int32) syscall.Errno {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.unreg++
+	if !c.live[id] {
+		return syscall.EINVAL
+	}
+	delete(c.live, id)
+	return 0
+}
+
+func openFile(t *testing.T, path string, size int) *os.File {
+	t.Helper()
+	if err := os.WriteFile(path, make([]byte, size), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// TestBackingReusedAcrossOpens: a small cache file opened, released and
+// opened again (the next epoch) gets the id it had, with no second
+// registration; a large one is released at once; an idle registration
+// expires after idleBackingAge; Close releases what is left.
+func TestBackingReusedAcrossOpens(t *testing.T) {
+	inner := &countingBacking{live: map[int32]bool{}}
+	r := newReusedBacking(inner)
+	now := time.Unix(1000, 0)
+	r.now = func() time.Time { return now }
+	dir := t.TempDir()
+	small := openFile(t, filepath.Join(dir, "small"), 128<<10)
+
+	id1, errno := r.Register(int(small.Fd()))
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	// A second open of the same file (another descriptor) while the first
+	// is open shares the registration.
+	again, err := os.Open(small.Name())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if id, _ := r.Register(int(again.Fd())); id != id1 {
+		t.Fatalf("second open got id %d, want %d", id, id1)
+	}
+	r.Unregister(id1)
+	r.Unregister(id1)
+	if inner.unreg != 0 {
+		t.Fatalf("released at the last close: %d unregisters, want the registration kept", inner.unreg)
+	}
+	if id, _ := r.Register(int(small.Fd())); id != id1 || inner.regs != 1 {
+		t.Fatalf("next epoch: id %d (want %d), %d registrations (want 1)", id, id1, inner.regs)
+	}
+	r.Unregister(id1)
+
+	big := openFile(t, filepath.Join(dir, "big"), idleBackingSize+1)
+	idBig, _ := r.Register(int(big.Fd()))
+	r.Unregister(idBig)
+	if inner.live[idBig] {
+		t.Fatal("a large file's registration was kept after its last close")
+	}
+
+	now = now.Add(idleBackingAge + time.Second)
+	other := openFile(t, filepath.Join(dir, "other"), 10)
+	idOther, _ := r.Register(int(other.Fd())) // any call expires what aged
+	if inner.live[id1] {
+		t.Fatalf("an idle registration outlived %v", idleBackingAge)
+	}
+	r.Unregister(idOther)
+	r.Close()
+	if len(inner.live) != 0 {
+		t.Fatalf("registrations left after Close: %v", inner.live)
+	}
+}
+
+// TestBackingKeepsTheInodeItRegistered: while a registration is kept, its
+// file's inode number cannot be handed to a new file, so a cache file
+// deleted and written again is registered anew, never served by the old
+// registration.
+func TestBackingKeepsTheInodeItRegistered(t *testing.T) {
+	inner := &countingBacking{live: map[int32]bool{}}
+	r := newReusedBacking(inner)
+	dir := t.TempDir()
+	for i := range 200 {
+		p := filepath.Join(dir, "object")
+		f := openFile(t, p, 4096)
+		id, _ := r.Register(int(f.Fd()))
+		r.Unregister(id)
+		f.Close()
+		if err := os.Remove(p); err != nil {
+			t.Fatal(err)
+		}
+		if inner.regs != i+1 {
+			t.Fatalf("file %d: %d registrations, want %d (a new file must never reuse an old registration)", i, inner.regs, i+1)
+		}
+	}
+	r.Close()
+}
