@@ -125,7 +125,7 @@ func probePassthrough(srv *fuse.Server, b Backing, dir string) (bool, string) {
 		why := errno.Error()
 		switch errno {
 		case unix.EPERM:
-			why = "needs CAP_SYS_ADMIN in the initial user namespace (run as root, or node mode in Kubernetes)"
+			why = "needs CAP_SYS_ADMIN in the initial user namespace (run as root; in a Kubernetes sidecar the CSI plugin registers files the sidecar's user owns)"
 		case unix.ELOOP:
 			why = "the cache directory is on a stacked filesystem (overlayfs); put it on ext4/xfs"
 		}
