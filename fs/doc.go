@@ -17,6 +17,10 @@
 // prefetch.Reader. The kernel cannot mix the two on one inode, so the
 // choice is made per inode: while any passthrough handle is open every
 // open is passthrough, and while any userspace handle is open none is.
+// Cache files are registered with the kernel through a Backing (backing.go:
+// the server's own descriptor, or the CSI plugin for a sidecar), behind a
+// cache of idle registrations (backingreuse.go) so that reopening a small
+// file does not register it again.
 //
 // Write path: a written file's content is a session (a staging file in
 // cache/writeback) shared by all its write handles. A close publishes it
@@ -39,6 +43,7 @@
 //	Staging.mu: a leaf (taken under the node locks, never with Manager.mu)
 //	FS.mu: a leaf (no other lock is taken while it is held; it is taken
 //	with a node's sessMu held in moveLocal)
+//	reusedBacking.mu: a leaf, held across no syscall
 //
 // fileNode.mu is held for bookkeeping only, never across I/O. sessMu is
 // held shared across a write, read or truncation of the session's staging

@@ -8,7 +8,10 @@
 //     with fd=N and hands the descriptor (SCM_RIGHTS) plus the mount
 //     arguments (JSON) over a SOCK_SEQPACKET unix socket in a directory
 //     shared with the pod to `strata sidecar`, which serves it unprivileged
-//     (handoff.go, sidecar.go);
+//     (handoff.go, sidecar.go); the plugin keeps its copy of the
+//     descriptor while that connection lives and registers the sidecar's
+//     cache files on it for FUSE passthrough (backing.go; the sidecar's
+//     end is pluginconn.go);
 //   - node mode: one privileged `strata mount` per distinct volume on the
 //     node, bind-mounted into every pod that uses it and stopped when the
 //     last one leaves (nodemode.go).
