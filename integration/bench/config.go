@@ -30,6 +30,9 @@ type Scale struct {
 	CheckpointSize int64
 	// JPEGFolder is the PyTorch DataLoader workload's ImageFolder of JPEGs.
 	JPEGFolder workload.JPEGFolderSpec
+	// Samples is the unet3d AU workload's records (MLPerf's unet3d sizes
+	// at the full scale).
+	Samples workload.SamplesSpec
 	// PhaseCap stops any single phase (rates are then over what was done).
 	PhaseCap time.Duration
 }
@@ -52,6 +55,7 @@ var scales = map[string]Scale{
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 100_000, Dirs: 10, SubDirs: 10, Size: 64},
 		CheckpointSize: 2048 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 2000, Dirs: 20, MinSize: 100 * kib, MaxSize: 150 * kib},
+		Samples:        workload.SamplesSpec{Prefix: "unet3d", Files: 12, Size: 146_600_628, Jitter: 0.8},
 		PhaseCap:       3 * time.Minute,
 	},
 	"quick": {
@@ -65,6 +69,7 @@ var scales = map[string]Scale{
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 5000, Dirs: 5, SubDirs: 5, Size: 64},
 		CheckpointSize: 256 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 500, Dirs: 10, MinSize: 100 * kib, MaxSize: 150 * kib},
+		Samples:        workload.SamplesSpec{Prefix: "unet3d", Files: 8, Size: 32 * mib, Jitter: 0.8},
 		PhaseCap:       time.Minute,
 	},
 	"tiny": {
@@ -78,6 +83,7 @@ var scales = map[string]Scale{
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 120, Dirs: 2, SubDirs: 3, Size: 16},
 		CheckpointSize: 16 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 64, Dirs: 4, MinSize: 100 * kib, MaxSize: 150 * kib},
+		Samples:        workload.SamplesSpec{Prefix: "unet3d", Files: 8, Size: 2 * mib, Jitter: 0.8},
 		PhaseCap:       30 * time.Second,
 	},
 }
@@ -221,5 +227,5 @@ func parseLatencies(s string) ([]time.Duration, error) {
 func (c Config) dataset() workload.Dataset {
 	s := c.Scale
 	return workload.Dataset{Seed: c.Seed, ImageFolder: &s.ImageFolder, WebDataset: &s.WebDataset,
-		BigFiles: &s.BigFile, Listing: &s.Listing, JPEGFolder: &s.JPEGFolder}
+		BigFiles: &s.BigFile, Listing: &s.Listing, JPEGFolder: &s.JPEGFolder, Samples: &s.Samples}
 }

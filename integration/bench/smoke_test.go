@@ -55,7 +55,7 @@ func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, stri
 	dir := t.TempDir()
 	var wls []string
 	for _, w := range workloadNames() {
-		if w != (dataLoader{}).Name() && w != (checkpoint{}).Name() && w != (tarShards{}).Name() && w != (auResNet50{}).Name() {
+		if w != (dataLoader{}).Name() && w != (checkpoint{}).Name() && w != (tarShards{}).Name() && w != auResNet50.Name() && w != auUNet3D.Name() {
 			wls = append(wls, w)
 		}
 	}
@@ -276,8 +276,9 @@ func TestSmokeTarShards(t *testing.T) {
 	}
 }
 
-// TestSmokeAU runs the MLPerf Storage-style AU replay at the tiny scale
-// (64 JPEGs, so N = 1 and 2 are tried) on local disk and strata: a cold
+// TestSmokeAU runs the MLPerf Storage-style AU replays (resnet50 and
+// unet3d) at the tiny scale (64 JPEGs, 8 records of about 2 MiB: N = 1 and
+// 2 are tried) on local disk and strata: a cold
 // and a warm search per system, each run reading every file (au.go fails
 // a run that does not). How many accelerators a system keeps at 90% is a
 // timing, so it is printed, not asserted; the test checks that the search
@@ -288,29 +289,34 @@ func TestSmokeAU(t *testing.T) {
 	}
 	requireStrataMount(t)
 	// smoke skips (fails under STRATA_E2E=1) when PyTorch is missing.
-	r, out := smoke(t, "local,strata", "0ms", "-workloads", "au-resnet50", "-repeat", "1")
-	spec := scales["tiny"].JPEGFolder
+	r, out := smoke(t, "local,strata", "0ms", "-workloads", "au-resnet50,au-unet3d", "-repeat", "1")
+	files := map[string]int{"au-resnet50": scales["tiny"].JPEGFolder.Files, "au-unet3d": scales["tiny"].Samples.Files}
 	phases := map[string][]string{}
 	for _, row := range r.Results.Rows {
 		if row.Err != "" {
-			t.Errorf("%s/%s/%s failed: %s", row.System, row.Phase, row.Latency, row.Err)
+			t.Errorf("%s/%s/%s/%s failed: %s", row.Workload, row.System, row.Phase, row.Latency, row.Err)
 			continue
 		}
-		phases[row.System] = append(phases[row.System], row.Phase)
+		key := row.Workload + "/" + row.System
+		phases[key] = append(phases[key], row.Phase)
 		n := int64(row.Rate)
 		// Every run read all files: N = 1 .. best, plus the one that fell
 		// short (if best < 2).
 		runs := min(n+1, 2)
-		if row.Workload != "au-resnet50" || row.Unit != "accelerators" || float64(n) != row.Rate || n < 0 || n > 2 ||
-			row.Summary.Ops != runs*int64(spec.Files) || !strings.Contains(row.Note, "AU with N accelerators 1: ") {
+		if row.Unit != "accelerators" || float64(n) != row.Rate || n < 0 || n > 2 || files[row.Workload] == 0 ||
+			row.Summary.Ops != runs*int64(files[row.Workload]) || !strings.Contains(row.Note, "AU with N accelerators 1: ") {
 			t.Errorf("row %+v", row)
 		}
 	}
 	want := "cold AU ≥ 90%,warm AU ≥ 90%"
-	if strings.Join(phases["local"], ",") != want || strings.Join(phases["strata"], ",") != want {
-		t.Errorf("phases %v, want %s on each\n%s", phases, want, out)
+	for _, w := range []string{"au-resnet50", "au-unet3d"} {
+		for _, sys := range []string{"local", "strata"} {
+			if got := strings.Join(phases[w+"/"+sys], ","); got != want {
+				t.Errorf("%s on %s: phases %q, want %s\n%s", w, sys, got, want, out)
+			}
+		}
 	}
-	for _, s := range []string{"### MLPerf Storage-style accelerator utilisation", "AU replay runs", "torch"} {
+	for _, s := range []string{"accelerator utilisation, resnet50", "accelerator utilisation, unet3d", "AU replay runs", "torch"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("report lacks %q:\n%s", s, out)
 		}

@@ -23,6 +23,17 @@ type Dataset struct {
 	BigFiles    *BigFileSpec     `json:"bigfiles,omitempty"`
 	Listing     *ListingSpec     `json:"listing,omitempty"`
 	JPEGFolder  *JPEGFolderSpec  `json:"jpegfolder,omitempty"`
+	Samples     *SamplesSpec     `json:"samples,omitempty"`
+}
+
+// SamplesSpec is Files records of one sample each, of about Size bytes
+// (uniformly Size*(1±Jitter)), in one directory: MLPerf Storage's unet3d
+// layout (one .npz per sample; the bytes here are random, never decoded).
+type SamplesSpec struct {
+	Prefix string  `json:"prefix"`
+	Files  int     `json:"files"`
+	Size   int64   `json:"size"`
+	Jitter float64 `json:"jitter,omitempty"`
 }
 
 // ImageFolderSpec is torchvision ImageFolder style: Files samples of about
@@ -176,6 +187,19 @@ func (d Dataset) Plan() ([]FileSpec, error) {
 		}
 		out = append(out, files...)
 	}
+	if s := d.Samples; s != nil {
+		pfx, err := add(s.Prefix)
+		if err != nil {
+			return nil, err
+		}
+		if s.Files <= 0 || s.Size <= 0 || s.Jitter < 0 || s.Jitter >= 1 {
+			return nil, fmt.Errorf("workload: samples needs files and size > 0, jitter in [0, 1)")
+		}
+		for i := 0; i < s.Files; i++ {
+			p := path.Join(pfx, fmt.Sprintf("sample-%06d.npz", i))
+			out = append(out, FileSpec{Path: p, Size: jittered(d.Seed, p, s.Size, s.Jitter)})
+		}
+	}
 	return out, nil
 }
 
@@ -197,6 +221,9 @@ func (d Dataset) Prefixes() []string {
 	}
 	if d.JPEGFolder != nil {
 		out = append(out, strings.Trim(d.JPEGFolder.Prefix, "/"))
+	}
+	if d.Samples != nil {
+		out = append(out, strings.Trim(d.Samples.Prefix, "/"))
 	}
 	return out
 }

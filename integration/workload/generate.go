@@ -93,6 +93,9 @@ func (d Dataset) Parts() []Dataset {
 	if d.JPEGFolder != nil {
 		out = append(out, Dataset{Seed: d.Seed, JPEGFolder: d.JPEGFolder})
 	}
+	if d.Samples != nil {
+		out = append(out, Dataset{Seed: d.Seed, Samples: d.Samples})
+	}
 	return out
 }
 
