@@ -192,6 +192,14 @@ func cacheFiles(t *testing.T, cacheDir string) []string {
 // checked as userspace reads them.
 func TestFlippedCacheBytes(t *testing.T) {
 	requireFUSE(t)
+	// With passthrough off, reads of ranges verified in this run are
+	// spliced from the cache file, unverified ones read and checked.
+	for _, pt := range []string{"auto", "off"} {
+		t.Run("passthrough="+pt, func(t *testing.T) { flippedCacheBytes(t, pt) })
+	}
+}
+
+func flippedCacheBytes(t *testing.T, passthrough string) {
 	srv := startMinIO(t).(*minioServer)
 	bucket := srv.newBucket(t)
 	files := map[string][]byte{"big.bin": randData(1, 66<<20+5)}
@@ -201,7 +209,7 @@ func TestFlippedCacheBytes(t *testing.T) {
 	put(t, srv.writer(t, bucket), files)
 	want := expect(files, "")
 	cacheDir := t.TempDir()
-	m := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--metadata-ttl", "indefinite")
+	m := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--metadata-ttl", "indefinite", "--passthrough", passthrough)
 	if d := diffTrees(want, tree(t, m.dir)); d != "" {
 		t.Fatalf("first read:\n%s", d)
 	}
@@ -232,7 +240,7 @@ func TestFlippedCacheBytes(t *testing.T) {
 	if flipped != len(files) {
 		t.Fatalf("flipped %d cache files, want %d (one per file)", flipped, len(files))
 	}
-	m = startMount(t, srv, srv.source(bucket, ""), cacheDir, "--metadata-ttl", "indefinite")
+	m = startMount(t, srv, srv.source(bucket, ""), cacheDir, "--metadata-ttl", "indefinite", "--passthrough", passthrough)
 	if d := diffTrees(want, tree(t, m.dir)); d != "" {
 		t.Fatalf("read after flipping cache bytes:\n%s", d)
 	}
