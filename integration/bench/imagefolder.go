@@ -10,7 +10,10 @@ import (
 
 // imageFolder is issue #3 workload 1: small files read whole in shuffled
 // order by several processes, two epochs, then an epoch on a restarted
-// mount (same cache dir).
+// mount (same cache dir). The readers are Python processes
+// (python/readfiles.py), the outside reader a DataLoader's workers are:
+// Python's open() costs a FUSE mount round trips a Go reader does not
+// make (the isatty ioctl).
 type imageFolder struct{}
 
 func (imageFolder) Name() string { return "imagefolder" }
@@ -18,7 +21,7 @@ func (imageFolder) Unit() string { return "files/s" }
 
 func (imageFolder) Title(c Config) string {
 	s := c.Scale
-	return fmt.Sprintf("ImageFolder: %d files of %s in %d dirs, %d processes, shuffled, 128 KiB reads",
+	return fmt.Sprintf("ImageFolder: %d files of %s in %d dirs, %d Python processes (each file open(path, \"rb\"), read in 128 KiB chunks, closed, as a PyTorch Dataset reads a sample), shuffled",
 		s.ImageFolder.Files, workload.FormatSize(s.ImageFolder.Size), s.ImageFolder.Dirs, s.ImageProcs)
 }
 
@@ -41,7 +44,7 @@ func (w imageFolder) RunFS(ctx context.Context, p *Phases, fs FS) error {
 		return func(ctx context.Context, rep int) (workload.Summary, error) {
 			return workload.ReadFiles(ctx, workload.ReadOpts{Root: fs.Root(), StripPrefix: w.Prefix(s),
 				Entries: entries, Procs: s.ImageProcs, BufSize: 128 << 10, Shuffle: e.Cfg.Seed*1000 + n*10 + uint64(rep),
-				Verify: e.Cfg.Verify, MaxDuration: p.Cap()})
+				Verify: e.Cfg.Verify, MaxDuration: p.Cap(), Python: true})
 		}
 	}
 	if err := p.Cold(ctx, phaseCold, fs, perSecond, epoch(1)); err != nil {

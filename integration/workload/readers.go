@@ -30,6 +30,10 @@ type ReadOpts struct {
 	Verify bool
 	// MaxDuration caps the pass (0: none).
 	MaxDuration time.Duration
+	// Python reads with python/readfiles.py processes (builtins.open, as a
+	// PyTorch Dataset reads a sample: the outside reader of the published
+	// figures) instead of Go workers.
+	Python bool
 }
 
 // ReadFiles reads every entry whole, in Procs separate processes, and
@@ -57,12 +61,25 @@ func ReadFiles(ctx context.Context, o ReadOpts) (Summary, error) {
 			t.SHA256 = append(t.SHA256, e.SHA256)
 		}
 	}
-	res, err := RunWorkers(ctx, tasks)
+	var res []WorkerResult
+	var err error
+	if o.Python {
+		var script string
+		if script, err = writeScript(readFilesScript); err != nil {
+			return Summary{}, err
+		}
+		res, err = runWorkers(ctx, []string{Python(), script}, tasks)
+	} else {
+		res, err = RunWorkers(ctx, tasks)
+	}
 	if err != nil {
 		return Summary{}, err
 	}
 	return Summarize(res), nil
 }
+
+// readFilesScript is the Python reader process.
+const readFilesScript = "readfiles.py"
 
 // Shuffled returns a permutation of 0..n-1 drawn from seed (identity for
 // seed 0).

@@ -4,6 +4,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -106,5 +107,50 @@ func TestReadTimeCap(t *testing.T) {
 	// before it) can outlast 200 ms.
 	if !s.Truncated || s.Ops >= 1<<30 {
 		t.Errorf("capped run: %+v", s)
+	}
+}
+
+// TestPythonReaders: python/readfiles.py speaks the Go workers' protocol:
+// the same summary for the same files, the same failures for a wrong
+// checksum, a wrong size or a missing file.
+func TestPythonReaders(t *testing.T) {
+	if _, err := os.Stat(Python()); err != nil {
+		t.Skipf("no %s: %v", Python(), err) // Debian images have it; make bench-tools installs it
+	}
+	ctx := context.Background()
+	dir := t.TempDir()
+	m, err := Generate(ctx, dir, tinyDataset(3), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	img := m.Under("img")
+	s, err := ReadFiles(ctx, ReadOpts{Root: filepath.Join(dir, "img"), StripPrefix: "img", Entries: img,
+		Procs: 3, Shuffle: 9, Verify: true, Python: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Ops != int64(len(img)) || s.Bytes != TotalSize(img) || s.Verified != s.Ops || s.Procs != 3 {
+		t.Errorf("summary %+v for %d files of %d bytes", s, len(img), TotalSize(img))
+	}
+	if s.P50 <= 0 || s.P99 < s.P50 || s.Elapsed <= 0 {
+		t.Errorf("latencies: %+v", s)
+	}
+
+	entries := append([]FileEntry(nil), img...)
+	entries[2].SHA256 = strings.Repeat("0", 64)
+	_, err = ReadFiles(ctx, ReadOpts{Root: filepath.Join(dir, "img"), StripPrefix: "img", Entries: entries, Procs: 2, Verify: true, Python: true})
+	if err == nil || !strings.Contains(err.Error(), "sha256") {
+		t.Errorf("bad checksum: err = %v", err)
+	}
+	entries[2].SHA256 = ""
+	entries[1].Size++
+	_, err = ReadFiles(ctx, ReadOpts{Root: filepath.Join(dir, "img"), StripPrefix: "img", Entries: entries, Procs: 2, Python: true})
+	if want := "want " + strconv.FormatInt(entries[1].Size, 10); err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("wrong size: err = %v, want it to say %q", err, want)
+	}
+	entries[1].Size--
+	entries[0].Path += ".missing"
+	if _, err := ReadFiles(ctx, ReadOpts{Root: filepath.Join(dir, "img"), StripPrefix: "img", Entries: entries, Procs: 2, Python: true}); err == nil {
+		t.Error("missing file: no error")
 	}
 }

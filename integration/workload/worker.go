@@ -119,6 +119,12 @@ func RunWorkers(ctx context.Context, tasks []Task) ([]WorkerResult, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workload: workers: %w", err)
 	}
+	return runWorkers(ctx, []string{exe, WorkerArg}, tasks)
+}
+
+// runWorkers runs one process of argv per task (a Go worker, or
+// python/readfiles.py, which speaks the same protocol).
+func runWorkers(ctx context.Context, argv []string, tasks []Task) ([]WorkerResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	workers := make([]*worker, 0, len(tasks))
@@ -129,7 +135,7 @@ func RunWorkers(ctx context.Context, tasks []Task) ([]WorkerResult, error) {
 		}
 	}()
 	for i, t := range tasks {
-		w, err := startWorker(ctx, exe, t)
+		w, err := startWorker(ctx, argv, t)
 		if err != nil {
 			return nil, fmt.Errorf("workload: worker %d: %w", i, err)
 		}
@@ -169,8 +175,8 @@ func RunWorkers(ctx context.Context, tasks []Task) ([]WorkerResult, error) {
 	return results, firstErr
 }
 
-func startWorker(ctx context.Context, exe string, t Task) (*worker, error) {
-	cmd := exec.CommandContext(ctx, exe, WorkerArg)
+func startWorker(ctx context.Context, argv []string, t Task) (*worker, error) {
+	cmd := exec.CommandContext(ctx, argv[0], argv[1:]...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
