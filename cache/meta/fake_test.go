@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sort"
 	"strings"
@@ -23,6 +24,11 @@ type fakeBackend struct {
 	lists    atomic.Int64
 	stats    atomic.Int64
 	gate     chan struct{} // if set, List of a non-first page waits on it
+	// flat listings (Recursive) only: a non-first page waits on gateFlat
+	// if set, and fails if failFlat is set.
+	gateFlat chan struct{}
+	failFlat atomic.Bool
+	flats    atomic.Int64 // Recursive List calls
 }
 
 func newFake(pageSize int, keys ...string) *fakeBackend {
@@ -59,6 +65,19 @@ func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListO
 	if f.down.Load() {
 		return backend.ListPage{}, backend.ErrUnavailable
 	}
+	if opt.Recursive {
+		f.flats.Add(1)
+		if opt.Token != "" && f.gateFlat != nil {
+			select {
+			case <-f.gateFlat:
+			case <-ctx.Done():
+				return backend.ListPage{}, ctx.Err()
+			}
+		}
+		if opt.Token != "" && f.failFlat.Load() {
+			return backend.ListPage{}, errors.New("fake: flat listing failed")
+		}
+	}
 	if opt.Token != "" && f.gate != nil {
 		select {
 		case <-f.gate:
@@ -92,7 +111,7 @@ func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListO
 		if i := strings.IndexByte(k[len(prefix):], '/'); i >= 0 && !opt.Recursive {
 			entry = k[:len(prefix)+i+1]
 			isPrefix = true
-			if entry <= opt.Token || entry == last {
+			if entry <= opt.Token || entry+"\xff" == last {
 				continue
 			}
 		}
