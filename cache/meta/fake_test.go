@@ -87,12 +87,13 @@ func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListO
 	}
 	f.mu.Lock()
 	var keys []string
-	for k := range f.objs {
+	objs := map[string]backend.ObjectInfo{}
+	for k, o := range f.objs {
 		if strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
+			objs[k] = o
 		}
 	}
-	objs := f.objs
 	f.mu.Unlock()
 	sort.Strings(keys)
 	limit := f.pageSize

@@ -60,6 +60,14 @@ func (c *Cache) prefetch(dir string, entries []Entry) {
 	if p == nil || c.opts.TTL == 0 || c.ctx.Err() != nil || p.covered(dir) {
 		return
 	}
+	c.enqueue(dir, entries)
+}
+
+// enqueue queues the subtrees of dir's subdirectories among entries whose
+// listing is not fresh, and starts workers for them. The caller holds a
+// c.loads count (a load or a worker), so loads.Add is safe.
+func (c *Cache) enqueue(dir string, entries []Entry) {
+	p := c.pf
 	var roots []string
 	for _, e := range entries {
 		if !e.Dir {
@@ -85,11 +93,18 @@ func (c *Cache) prefetch(dir string, entries []Entry) {
 			p.queue = append(p.queue, r)
 		}
 	}
-	// Called from a load, which holds a c.loads count: Add is safe.
 	for ; p.running < p.max && p.running < len(p.queue); p.running++ {
 		c.loads.Add(1)
 		go c.prefetchWorker()
 	}
+}
+
+// idle reports whether workers would stand idle: then a big subtree is
+// better split further.
+func (p *prefetcher) idle() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.running+len(p.queue) < p.max
 }
 
 // prefetchWorker lists queued subtrees until the queue is empty.
@@ -149,6 +164,9 @@ func (c *Cache) listSubtree(root string) {
 			b.finish()
 			break
 		}
+		if token == "" && c.pf.idle() && c.fanOut(root, start) {
+			return // its subdirectories are listed by splits of their own
+		}
 		if b.held > c.pf.maxHeld || keys >= maxSplitKeys {
 			err = fmt.Errorf("meta: list subtree %q: stopped after %d keys (%d held): the rest loads per directory", root, keys, b.held)
 			break
@@ -161,6 +179,24 @@ func (c *Cache) listSubtree(root string) {
 	case keys >= progressEvery:
 		c.log.Info("meta: subtree listed", "prefix", root, "keys", keys, "dirs", installed)
 	}
+}
+
+// fanOut splits the listing of a subtree that takes more than one page
+// while workers are idle: a delimited listing of root (one page, or it
+// gives up) is installed, and each subdirectory not yet listed becomes a
+// split of its own. It reports whether it did.
+func (c *Cache) fanOut(root string, start int64) bool {
+	page, err := c.listPage(c.ctx, root, "")
+	if err != nil || page.Next != "" {
+		return false
+	}
+	var es []Entry
+	m := newMerger(root, func(e Entry) { es = append(es, e) }, c.skipKey, c.shadowKey)
+	m.page(page)
+	m.end()
+	c.installFlat(root, es, start)
+	c.enqueue(root, es)
+	return true
 }
 
 // listFlatPage fetches one page of a flat listing, unless the backend is
