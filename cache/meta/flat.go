@@ -99,6 +99,18 @@ func (c *Cache) enqueue(dir string, entries []Entry) {
 	}
 }
 
+// drop empties the queue and returns how many subtrees it held.
+func (p *prefetcher) drop() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	n := len(p.queue)
+	for _, r := range p.queue {
+		delete(p.pending, r)
+	}
+	p.queue = nil
+	return n
+}
+
 // idle reports whether workers would stand idle: then a big subtree is
 // better split further.
 func (p *prefetcher) idle() bool {
@@ -174,6 +186,12 @@ func (c *Cache) listSubtree(root string) {
 		token = page.Next
 	}
 	switch {
+	case err != nil && backendGone(err):
+		// The rest of the queue would fail the same way: drop it (each
+		// directory loads the normal way when used).
+		if n := c.pf.drop(); c.ctx.Err() == nil {
+			c.log.Info("meta: backend unreachable; subtree listings dropped", "prefix", root, "queued", n, "err", err)
+		}
 	case err != nil && c.ctx.Err() == nil:
 		c.log.Info("meta: subtree listing cut short", "prefix", root, "keys", keys, "dirs", installed, "err", err)
 	case keys >= progressEvery:

@@ -289,3 +289,29 @@ func TestPrefetchOffWhileTheBackendIsDown(t *testing.T) {
 		t.Fatalf("negative lookup from a prefetched listing = %v", err)
 	}
 }
+
+func TestPrefetchQueueDroppedWhenTheBackendGoesAway(t *testing.T) {
+	be := newFake(3, "a/1", "a/2", "a/3", "a/4", "b/1", "c/1", "d/1")
+	be.gateFlat = make(chan struct{})
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	c.pf.max = 1 // a/ runs, b/ c/ d/ wait
+	readAll(t, c, "")
+	for deadline := time.Now().Add(20 * time.Second); be.flats.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the subtree listing did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	be.down.Store(true)
+	close(be.gateFlat) // a/ completes with the page it asked for; b/ fails
+	waitSplits(t, c, 2)
+	c.pf.mu.Lock()
+	done, queued, pending := c.pf.done, len(c.pf.queue), len(c.pf.pending)
+	c.pf.mu.Unlock()
+	if done != 2 || queued != 0 || pending != 0 {
+		t.Errorf("after the backend went away: %d splits run, %d queued, %d pending; want 2, 0, 0", done, queued, pending)
+	}
+	if got := readAll(t, c, "a/"); len(got) != 4 {
+		t.Errorf("a/, listed before the backend went away = %q", got)
+	}
+}
