@@ -34,7 +34,8 @@ type prefetcher struct {
 
 	mu      sync.Mutex // a leaf: no other lock is taken under it
 	queue   []string
-	running int
+	running int // workers
+	busy    int // workers listing a subtree (the others are picking one)
 	pending map[string]bool // queued or running split roots
 	done    int             // splits finished (tests wait on it)
 }
@@ -93,7 +94,7 @@ func (c *Cache) enqueue(dir string, entries []Entry) {
 			p.queue = append(p.queue, r)
 		}
 	}
-	for ; p.running < p.max && p.running < len(p.queue); p.running++ {
+	for ; p.running < p.max && p.running-p.busy < len(p.queue); p.running++ {
 		c.loads.Add(1)
 		go c.prefetchWorker()
 	}
@@ -116,7 +117,7 @@ func (p *prefetcher) drop() int {
 func (p *prefetcher) idle() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.running+len(p.queue) < p.max
+	return p.busy+len(p.queue) < p.max
 }
 
 // prefetchWorker lists queued subtrees until the queue is empty.
@@ -133,11 +134,13 @@ func (c *Cache) prefetchWorker() {
 		root := p.queue[0]
 		p.queue[0] = ""
 		p.queue = p.queue[1:]
+		p.busy++
 		p.mu.Unlock()
 
 		c.listSubtree(root)
 
 		p.mu.Lock()
+		p.busy--
 		delete(p.pending, root)
 		p.done++
 		p.mu.Unlock()

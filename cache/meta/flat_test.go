@@ -315,3 +315,31 @@ func TestPrefetchQueueDroppedWhenTheBackendGoesAway(t *testing.T) {
 		t.Errorf("a/, listed before the backend went away = %q", got)
 	}
 }
+
+func TestPrefetchLongSplitDoesNotHoldBackANewOne(t *testing.T) {
+	be := newFake(3, "a/1", "a/2", "a/3", "a/4")
+	be.gateFlat = make(chan struct{})
+	defer close(be.gateFlat)
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	readAll(t, c, "") // a/ is listed and stops at its second page
+	for deadline := time.Now().Add(20 * time.Second); be.flats.Load() < 2; {
+		if time.Now().After(deadline) {
+			t.Fatal("the subtree listing did not start")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	be.put("x/y/1", 1, "v1")
+	readAll(t, c, "x/") // not under a/: its subdirectory y/ is prefetched now
+	for deadline := time.Now().Add(20 * time.Second); ; {
+		c.pf.mu.Lock()
+		done := c.pf.done
+		c.pf.mu.Unlock()
+		if done == 1 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("x/y/ waited for the running listing of a/")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+}
