@@ -34,8 +34,8 @@ type prefetcher struct {
 
 	mu      sync.Mutex // a leaf: no other lock is taken under it
 	queue   []string
-	running int // workers
-	busy    int // workers listing a subtree (the others are picking one)
+	running int             // workers
+	busy    int             // workers listing a subtree (the others are picking one)
 	pending map[string]bool // queued or running split roots
 	done    int             // splits finished (tests wait on it)
 }
