@@ -247,16 +247,6 @@ func (c *Cache) installFlat(dir string, es []Entry, start int64) bool {
 		c.log.Warn("meta: saving listing", "dir", dir, "err", err)
 		return false
 	}
-	if !c.installable(ds, start) {
-		// Edited while it was written (a mutation does not wait for
-		// persistMu when dir had no listing): the index copy may miss the
-		// edit, so drop it.
-		if err := c.ix.DeleteListing(c.tag, dir); err != nil {
-			c.log.Warn("meta: dropping listing", "dir", dir, "err", err)
-		}
-		return false
-	}
-	ds.persistedAt = start
 	var l *listing
 	if len(es) <= smallListing {
 		l = newListing()
@@ -266,10 +256,24 @@ func (c *Cache) installFlat(dir string, es []Entry, start int64) bool {
 		l = &listing{done: true, fetchedAt: start, indexed: true, count: int64(len(es)), changed: make(chan struct{})}
 	}
 	l.persisted.Store(true)
+	// Checked again, and set under the same hold of ds.mu, against what
+	// changed while it was written: a mutation does not wait for
+	// persistMu when dir had no listing, and Invalidate never does.
+	ok := !c.invalidatedSince(dir, start)
 	ds.mu.Lock()
 	old := ds.cur
-	ds.cur, ds.triedDisk = l, true
+	if ok = ok && ds.loading == nil && ds.mutatedAt < start && (old == nil || old.fetchedAt < start); ok {
+		ds.cur, ds.triedDisk = l, true
+	}
 	ds.mu.Unlock()
+	if !ok {
+		// The index copy may miss the edit: drop it.
+		if err := c.ix.DeleteListing(c.tag, dir); err != nil {
+			c.log.Warn("meta: dropping listing", "dir", dir, "err", err)
+		}
+		return false
+	}
+	ds.persistedAt = start
 	c.replaced(ds, old, l)
 	return true
 }
