@@ -45,6 +45,12 @@ func (f *fakeBackend) put(key string, size int64, version string) {
 	f.mu.Unlock()
 }
 
+func (f *fakeBackend) del(key string) {
+	f.mu.Lock()
+	delete(f.objs, key)
+	f.mu.Unlock()
+}
+
 func (f *fakeBackend) String() string { return "fake://bucket" }
 
 func (f *fakeBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo, error) {

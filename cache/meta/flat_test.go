@@ -343,3 +343,23 @@ func TestPrefetchLongSplitDoesNotHoldBackANewOne(t *testing.T) {
 		time.Sleep(5 * time.Millisecond)
 	}
 }
+
+func TestPrefetchDropsWhatARefreshInvalidated(t *testing.T) {
+	be, c, _, release := gatedSplit(t, "top/d00/s00/k1", "top/d00/s00/k2", "top/d00/s00/k3", "top/d00/s01/k1", "top/d01/s00/k1")
+	be.del("top/d00/s00/k1") // after the split read it
+	c.RefreshAll("top/d00/")
+	release()
+	waitSplits(t, c, 1)
+	lists := be.lists.Load()
+	if got := readAll(t, c, "top/d00/s00/"); len(got) != 2 {
+		t.Errorf("after a refresh, readdir = %q: the older flat listing was installed", got)
+	}
+	if be.lists.Load() == lists {
+		t.Error("a directory refreshed during the subtree listing was served from it")
+	}
+	lists = be.lists.Load()
+	readAll(t, c, "top/d01/s00/")
+	if be.lists.Load() != lists {
+		t.Error("top/d01/s00/, outside the refresh, was not installed")
+	}
+}
