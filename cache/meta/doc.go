@@ -18,7 +18,9 @@
 // finds subdirectories, their subtrees are listed in the background flat
 // (no delimiter), one split per subdirectory, at most Options.ListPrefetch
 // list calls at a time for the whole Cache; a split that needs more than a
-// page while workers are idle fans out along its own subdirectories. Every
+// page while workers are idle fans out along its own subdirectories; a
+// directory whose prefetched subtrees nobody read since does not start
+// another (dirState.unwalked). Every
 // directory found inside is installed as a complete listing (persisted)
 // fetched when the split started, unless the directory has something at
 // least as recent: a load done or running, a local edit or invalidation

@@ -61,13 +61,38 @@ func (c *Cache) prefetch(dir string, entries []Entry) {
 	if p == nil || c.opts.TTL == 0 || c.ctx.Err() != nil || p.covered(dir) {
 		return
 	}
-	c.enqueue(dir, entries)
+	ds := c.dir(dir)
+	if ds.unwalked.Load() {
+		return // its subtrees were listed and nobody went there
+	}
+	if c.enqueue(dir, entries) {
+		ds.unwalked.Store(true)
+	}
+}
+
+// noteWalked records that dir is being read: the directories above it
+// are walked into, and their next loads prefetch again.
+func (c *Cache) noteWalked(dir string) {
+	if c.pf == nil || dir == "" {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for d, _ := Parent(dir); ; d, _ = Parent(d) {
+		if ds := c.dirs[d]; ds != nil {
+			ds.unwalked.Store(false)
+		}
+		if d == "" {
+			return
+		}
+	}
 }
 
 // enqueue queues the subtrees of dir's subdirectories among entries whose
-// listing is not fresh, and starts workers for them. The caller holds a
-// c.loads count (a load or a worker), so loads.Add is safe.
-func (c *Cache) enqueue(dir string, entries []Entry) {
+// listing is not fresh, and starts workers for them; it reports whether
+// it queued any. The caller holds a c.loads count (a load or a worker),
+// so loads.Add is safe.
+func (c *Cache) enqueue(dir string, entries []Entry) bool {
 	p := c.pf
 	var roots []string
 	for _, e := range entries {
@@ -81,7 +106,7 @@ func (c *Cache) enqueue(dir string, entries []Entry) {
 		roots = append(roots, sub)
 	}
 	if len(roots) == 0 {
-		return
+		return false
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -98,6 +123,7 @@ func (c *Cache) enqueue(dir string, entries []Entry) {
 		c.loads.Add(1)
 		go c.prefetchWorker()
 	}
+	return true
 }
 
 // drop empties the queue and returns how many subtrees it held.

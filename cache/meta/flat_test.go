@@ -363,3 +363,33 @@ func TestPrefetchDropsWhatARefreshInvalidated(t *testing.T) {
 		t.Error("top/d01/s00/, outside the refresh, was not installed")
 	}
 }
+
+func TestPrefetchSkipsSubtreesNobodyWalked(t *testing.T) {
+	be := newFake(1000, treeKeys(2, 2, 2)...)
+	clk := &testClock{}
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, clk)
+	readAll(t, c, "")
+	waitSplits(t, c, 1)
+	flats := be.flats.Load()
+
+	// The root listed again past the TTL, nothing under it read: its
+	// subtrees are not listed again.
+	clk.ns.Add(int64(2 * time.Minute))
+	readAll(t, c, "")
+	time.Sleep(50 * time.Millisecond) // what a prefetch would take to start
+	if n := be.flats.Load() - flats; n != 0 {
+		t.Fatalf("a subtree nobody walked was listed again (%d requests)", n)
+	}
+
+	// Walked into (top/'s own load prefetches below it), they are
+	// prefetched again at the root's next expiry.
+	readAll(t, c, "top/")
+	waitSplits(t, c, 3) // top/d00/, top/d01/
+	clk.ns.Add(int64(2 * time.Minute))
+	flats = be.flats.Load()
+	readAll(t, c, "")
+	waitSplits(t, c, 4)
+	if be.flats.Load() == flats {
+		t.Fatal("a subtree walked since its prefetch was not listed again")
+	}
+}

@@ -35,6 +35,12 @@ type dirState struct {
 	// touched this directory; guarded by mu. A prefetched listing that
 	// started before it may miss the edit and is not installed.
 	mutatedAt int64
+
+	// unwalked: loading this directory started a prefetch of its
+	// subtrees, and no directory under it was read since; the next load
+	// starts none (a directory listed again and again, its subtrees never
+	// walked, has them listed once, not at every expiry).
+	unwalked atomic.Bool
 }
 
 // listing is one generation of a directory's contents. While loading it
