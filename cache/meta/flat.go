@@ -205,7 +205,10 @@ func (c *Cache) listSubtree(root string) {
 			b.finish()
 			break
 		}
-		if token == "" && c.pf.idle() && c.fanOut(root, start) {
+		// Fanning out costs a request per subdirectory: worth it when they
+		// are big (the first page did not get through two of them), not
+		// for many small ones a few pages list more cheaply.
+		if token == "" && b.sealed <= 1 && c.pf.idle() && c.fanOut(root, start) {
 			return // its subdirectories are listed by splits of their own
 		}
 		if b.held > c.pf.maxHeld || keys >= maxSplitKeys {
@@ -229,7 +232,7 @@ func (c *Cache) listSubtree(root string) {
 }
 
 // fanOut splits the listing of a subtree that takes more than one page
-// while workers are idle: a delimited listing of root (one page, or it
+// and whose subdirectories are big, while workers are idle: a delimited listing of root (one page, or it
 // gives up) is installed, and each subdirectory not yet listed becomes a
 // split of its own. It reports whether it did.
 func (c *Cache) fanOut(root string, start int64) bool {

@@ -393,3 +393,19 @@ func TestPrefetchSkipsSubtreesNobodyWalked(t *testing.T) {
 		t.Fatal("a subtree walked since its prefetch was not listed again")
 	}
 }
+
+func TestPrefetchDoesNotFanOutOverSmallSubdirectories(t *testing.T) {
+	be := newFake(50, treeKeys(20, 1, 5)...) // top/ holds 20 directories of 5 keys
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	readAll(t, c, "")
+	waitSplits(t, c, 1)
+	// 101 keys under top/: 3 flat pages, and no request per directory.
+	if flats, lists := be.flats.Load(), be.lists.Load(); flats != 3 || lists != 4 {
+		t.Errorf("%d list requests, %d of them flat; want 4 and 3", lists, flats)
+	}
+	before := be.lists.Load()
+	walk(t, c, "")
+	if n := be.lists.Load() - before; n != 0 {
+		t.Errorf("walk sent %d list requests, want 0", n)
+	}
+}

@@ -23,6 +23,7 @@ type flatBuilder struct {
 	root    string
 	stack   []*flatDir
 	held    int                          // objects and prefixes held by open directories
+	sealed  int                          // subdirectories of root sealed so far
 	install func(dir string, es []Entry) // called for each sealed directory
 	skip    func(key, reason string)
 	shadow  func(key string)
@@ -78,6 +79,9 @@ func (b *flatBuilder) seal() {
 	d := b.top()
 	b.stack = b.stack[:len(b.stack)-1]
 	b.held -= len(d.objs) + len(d.prefixes)
+	if len(b.stack) == 1 {
+		b.sealed++
+	}
 	if d.unreachable {
 		return
 	}
