@@ -36,12 +36,19 @@ type Options struct {
 	// MaxEntries bounds the listing entries held in memory; listings
 	// beyond it are served from the index.
 	MaxEntries int
-	Logger     *slog.Logger
-	Clock      func() time.Time
+	// ListPrefetch is how many subtrees are listed flat at a time in the
+	// background when a directory with subdirectories is loaded (each
+	// one list request at a time); 0 turns the prefetch off.
+	ListPrefetch int
+	Logger       *slog.Logger
+	Clock        func() time.Time
 }
 
-// DefaultOptions: 60 s TTL, 250k entries in memory (about 50 MiB).
-func DefaultOptions() Options { return Options{TTL: time.Minute, MaxEntries: 250_000} }
+// DefaultOptions: 60 s TTL, 250k entries in memory (about 50 MiB), 16
+// subtrees listed at a time.
+func DefaultOptions() Options {
+	return Options{TTL: time.Minute, MaxEntries: 250_000, ListPrefetch: 16}
+}
 
 // Cache answers lookups and listings for one source.
 type Cache struct {
@@ -61,13 +68,18 @@ type Cache struct {
 	cancel context.CancelFunc
 	loads  sync.WaitGroup
 
-	mu     sync.Mutex // guards dirs, lru, inMem, points, warned
+	mu     sync.Mutex // guards dirs, lru, inMem, points, warned, local, invalidations
 	dirs   map[string]*dirState
 	lru    *list.List // of *dirState holding entries in memory, most recent first
 	inMem  int        // entries held in memory by complete listings
 	points map[string]pointResult
 	warned map[string]bool
 	local  map[string]map[string]Entry // dir -> name -> entry written here, not yet in the bucket
+
+	invalidations []invalidation // recent InvalidatePrefix calls (see installFlat)
+	invalidFloor  int64          // invalidations up to this time were forgotten
+
+	pf *prefetcher // nil when listing prefetch is off
 }
 
 type pointResult struct {
@@ -88,13 +100,17 @@ func New(be backend.Backend, ix *index.Index, opts Options) *Cache {
 		opts.MaxEntries = 1
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Cache{
+	c := &Cache{
 		ctx: ctx, cancel: cancel,
 		be: be, ix: ix, tag: index.TagFor(be.String()), opts: opts, log: opts.Logger, now: opts.Clock,
 		dirs: map[string]*dirState{}, lru: list.New(), points: map[string]pointResult{}, warned: map[string]bool{},
 		local:  map[string]map[string]Entry{},
 		health: backend.NewBreaker(time.Second, backendGone, opts.Clock),
 	}
+	if opts.ListPrefetch > 0 {
+		c.pf = &prefetcher{max: opts.ListPrefetch, maxHeld: max(opts.MaxEntries, smallListing), pending: map[string]bool{}}
+	}
+	return c
 }
 
 // allowBackend returns nil if a lookup or listing may go to the backend,

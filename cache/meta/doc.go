@@ -14,8 +14,22 @@
 // stale listing keeps being served (with a warning), because a training
 // job would rather see yesterday's tree than EIO.
 //
+// Listing prefetch (flat.go, flatbuild.go): when a load from the backend
+// finds subdirectories, their subtrees are listed in the background flat
+// (no delimiter), one split per subdirectory, at most Options.ListPrefetch
+// list calls at a time for the whole Cache; a split that needs more than a
+// page while workers are idle fans out along its own subdirectories; a
+// directory whose prefetched subtrees nobody read since does not start
+// another (dirState.unwalked). Every
+// directory found inside is installed as a complete listing (persisted)
+// fetched when the split started, unless the directory has something at
+// least as recent: a load done or running, a local edit or invalidation
+// (dirState.mutatedAt, Cache.invalidations). Local entries (SetLocal) are
+// an overlay and never touched. Splits run under the Cache's context and
+// loads WaitGroup, so Close stops them.
+//
 // Lock order: dirState.persistMu, then Cache.mu, then dirState.mu, then
-// listing.mu. Only persistMu is held across an index write (it orders the
-// writes of overlapping loads of one directory); nothing is held across a
-// backend call.
+// listing.mu; prefetcher.mu is a leaf. Only persistMu is held across an
+// index write (it orders the writes of overlapping loads, prefetches and
+// edits of one directory); nothing is held across a backend call.
 package meta

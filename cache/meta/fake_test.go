@@ -2,6 +2,7 @@ package meta
 
 import (
 	"context"
+	"errors"
 	"io"
 	"sort"
 	"strings"
@@ -23,6 +24,11 @@ type fakeBackend struct {
 	lists    atomic.Int64
 	stats    atomic.Int64
 	gate     chan struct{} // if set, List of a non-first page waits on it
+	// flat listings (Recursive) only: a non-first page waits on gateFlat
+	// if set, and fails if failFlat is set.
+	gateFlat chan struct{}
+	failFlat atomic.Bool
+	flats    atomic.Int64 // Recursive List calls
 }
 
 func newFake(pageSize int, keys ...string) *fakeBackend {
@@ -36,6 +42,12 @@ func newFake(pageSize int, keys ...string) *fakeBackend {
 func (f *fakeBackend) put(key string, size int64, version string) {
 	f.mu.Lock()
 	f.objs[key] = backend.ObjectInfo{Key: key, Size: size, Version: version, MTime: time.Unix(1000, 0)}
+	f.mu.Unlock()
+}
+
+func (f *fakeBackend) del(key string) {
+	f.mu.Lock()
+	delete(f.objs, key)
 	f.mu.Unlock()
 }
 
@@ -59,6 +71,19 @@ func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListO
 	if f.down.Load() {
 		return backend.ListPage{}, backend.ErrUnavailable
 	}
+	if opt.Recursive {
+		f.flats.Add(1)
+		if opt.Token != "" && f.gateFlat != nil {
+			select {
+			case <-f.gateFlat:
+			case <-ctx.Done():
+				return backend.ListPage{}, ctx.Err()
+			}
+		}
+		if opt.Token != "" && f.failFlat.Load() {
+			return backend.ListPage{}, errors.New("fake: flat listing failed")
+		}
+	}
 	if opt.Token != "" && f.gate != nil {
 		select {
 		case <-f.gate:
@@ -68,12 +93,13 @@ func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListO
 	}
 	f.mu.Lock()
 	var keys []string
-	for k := range f.objs {
+	objs := map[string]backend.ObjectInfo{}
+	for k, o := range f.objs {
 		if strings.HasPrefix(k, prefix) {
 			keys = append(keys, k)
+			objs[k] = o
 		}
 	}
-	objs := f.objs
 	f.mu.Unlock()
 	sort.Strings(keys)
 	limit := f.pageSize
@@ -92,7 +118,7 @@ func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListO
 		if i := strings.IndexByte(k[len(prefix):], '/'); i >= 0 && !opt.Recursive {
 			entry = k[:len(prefix)+i+1]
 			isPrefix = true
-			if entry <= opt.Token || entry == last {
+			if entry <= opt.Token || entry+"\xff" == last {
 				continue
 			}
 		}

@@ -30,6 +30,17 @@ type dirState struct {
 	// this directory's persistence, never a reader).
 	persistMu   sync.Mutex
 	persistedAt int64 // fetchedAt of the listing last written to the index
+
+	// mutatedAt is when a local edit (Upsert, Remove, Invalidate) last
+	// touched this directory; guarded by mu. A prefetched listing that
+	// started before it may miss the edit and is not installed.
+	mutatedAt int64
+
+	// unwalked: loading this directory started a prefetch of its
+	// subtrees, and no directory under it was read since; the next load
+	// starts none (a directory listed again and again, its subtrees never
+	// walked, has them listed once, not at every expiry).
+	unwalked atomic.Bool
 }
 
 // listing is one generation of a directory's contents. While loading it
@@ -241,7 +252,8 @@ func (c *Cache) load(ds *dirState, l *listing) {
 		return
 	}
 	fetched := c.now().UnixNano()
-	l.finish(nil, fetched) // readers have it all now
+	l.finish(nil, fetched)              // readers have it all now
+	defer c.prefetch(ds.dir, l.entries) // complete: entries no longer change
 
 	ds.mu.Lock()
 	if ds.loading == l {
@@ -274,13 +286,9 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	}
 	ds.mu.Unlock()
 	src.mu.Lock()
-	named := make([]index.NamedEntry, len(src.entries))
-	for i, e := range src.entries {
-		named[i] = index.NamedEntry{Name: e.Name, Entry: toRecord(e)}
-	}
+	rows := named(src.entries)
 	src.mu.Unlock()
-	hdr := index.DirRecord{FetchedAt: fetched, Complete: true, Entries: int64(len(named))}
-	if err := c.ix.ReplaceListing(c.tag, ds.dir, hdr, named); err != nil {
+	if err := c.ix.ReplaceListing(c.tag, ds.dir, dirRecord(fetched, len(rows)), rows); err != nil {
 		c.log.Warn("meta: saving listing", "dir", ds.dir, "err", err)
 		return
 	}
@@ -289,6 +297,18 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	l.persisted.Store(true)
 	src.persisted.Store(true)
 	c.replaced(ds, old, l)
+}
+
+func named(es []Entry) []index.NamedEntry {
+	out := make([]index.NamedEntry, len(es))
+	for i, e := range es {
+		out[i] = index.NamedEntry{Name: e.Name, Entry: toRecord(e)}
+	}
+	return out
+}
+
+func dirRecord(fetchedAt int64, n int) index.DirRecord {
+	return index.DirRecord{FetchedAt: fetchedAt, Complete: true, Entries: int64(n)}
 }
 
 func toRecord(e Entry) index.EntryRecord {

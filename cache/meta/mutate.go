@@ -71,6 +71,7 @@ func (c *Cache) Invalidate(dir string) {
 	ds.mu.Lock()
 	old := ds.cur
 	ds.cur, ds.triedDisk = nil, true
+	ds.mutatedAt = c.now().UnixNano()
 	ds.mu.Unlock()
 	c.replaced(ds, old, nil)
 	if err := c.ix.DeleteListing(c.tag, dir); err != nil {
@@ -98,6 +99,7 @@ func (c *Cache) mutate(dir, name string, e *Entry) {
 	ds := c.dir(dir)
 	ds.mu.Lock()
 	old := ds.cur
+	ds.mutatedAt = now
 	var next *listing
 	if old != nil && !old.indexed {
 		next = old.with(name, e)
@@ -165,6 +167,7 @@ func (c *Cache) HasLocal(prefix string) bool {
 // a directory rename, or a refresh), in memory and in the index (where
 // listings of earlier runs are kept, not yet read by this one).
 func (c *Cache) InvalidatePrefix(prefix string) {
+	c.noteInvalidation(prefix, c.now().UnixNano())
 	persisted, err := c.ix.DirsUnder(c.tag, prefix)
 	if err != nil {
 		c.log.Warn("meta: invalidating listings", "prefix", prefix, "err", err)

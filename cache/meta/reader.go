@@ -30,6 +30,7 @@ type Reader struct {
 // from a listing being fetched (shared with concurrent readers).
 func (c *Cache) OpenDir(ctx context.Context, dir string) *Reader {
 	ds := c.dir(dir)
+	c.noteWalked(dir)
 	r := &Reader{c: c, ds: ds}
 	if cur := ds.current(c); cur != nil && c.fresh(cur.fetchedAt) {
 		r.l = cur

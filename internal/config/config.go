@@ -51,6 +51,7 @@ type Config struct {
 	Passthrough  string `yaml:"passthrough"`
 	IOEngine     string `yaml:"io-engine"`
 	DirPrefetch  bool   `yaml:"dir-prefetch"`
+	ListPrefetch bool   `yaml:"list-prefetch"`
 
 	// Feature groups, each defined (with its defaults and checks) in its
 	// own file; their keys sit at the top level of a config file.

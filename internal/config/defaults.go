@@ -34,6 +34,7 @@ func Defaults() Config {
 		Passthrough:  "auto",
 		IOEngine:     "auto",
 		DirPrefetch:  true,
+		ListPrefetch: true,
 		Write:        defaultWrite(),
 		Shared:       defaultShared(),
 		Ops:          defaultOps(),

@@ -151,6 +151,9 @@ func (s *Mount) open(ctx context.Context, owner string, serving bool) error {
 	}
 	mo := meta.DefaultOptions()
 	mo.TTL, mo.Logger = time.Duration(cfg.MetadataTTL), log
+	if !cfg.ListPrefetch {
+		mo.ListPrefetch = 0
+	}
 	s.meta = meta.New(s.be, s.store.Index(), mo)
 	po := prefetch.DefaultOptions()
 	po.MaxFetches = cfg.MaxFetches

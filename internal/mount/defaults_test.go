@@ -36,6 +36,7 @@ func TestPackageDefaultsMatchTheTable(t *testing.T) {
 
 	mo := meta.DefaultOptions()
 	check("meta TTL", mo.TTL, time.Duration(d.MetadataTTL))
+	check("meta ListPrefetch", mo.ListPrefetch > 0, d.ListPrefetch)
 
 	po := prefetch.DefaultOptions()
 	check("prefetch MaxFetches", po.MaxFetches, d.MaxFetches)
