@@ -76,19 +76,19 @@ func TestBackingReusedAcrossOpens(t *testing.T) {
 	if id, _ := r.Register(int(again.Fd())); id != id1 {
 		t.Fatalf("second open got id %d, want %d", id, id1)
 	}
-	r.Unregister(id1)
-	r.Unregister(id1)
+	unregister(t, r, id1)
+	unregister(t, r, id1)
 	if inner.unreg != 0 {
 		t.Fatalf("released at the last close: %d unregisters, want the registration kept", inner.unreg)
 	}
 	if id, _ := r.Register(int(small.Fd())); id != id1 || inner.regs != 1 {
 		t.Fatalf("next epoch: id %d (want %d), %d registrations (want 1)", id, id1, inner.regs)
 	}
-	r.Unregister(id1)
+	unregister(t, r, id1)
 
 	big := openFile(t, filepath.Join(dir, "big"), idleBackingSize+1)
 	idBig, _ := r.Register(int(big.Fd()))
-	r.Unregister(idBig)
+	unregister(t, r, idBig)
 	if inner.live[idBig] {
 		t.Fatal("a large file's registration was kept after its last close")
 	}
@@ -99,7 +99,7 @@ func TestBackingReusedAcrossOpens(t *testing.T) {
 	if inner.live[id1] {
 		t.Fatalf("an idle registration outlived %v", idleBackingAge)
 	}
-	r.Unregister(idOther)
+	unregister(t, r, idOther)
 	r.Close()
 	if len(inner.live) != 0 {
 		t.Fatalf("registrations left after Close: %v", inner.live)
@@ -118,7 +118,7 @@ func TestBackingKeepsTheInodeItRegistered(t *testing.T) {
 		p := filepath.Join(dir, "object")
 		f := openFile(t, p, 4096)
 		id, _ := r.Register(int(f.Fd()))
-		r.Unregister(id)
+		unregister(t, r, id)
 		f.Close()
 		if err := os.Remove(p); err != nil {
 			t.Fatal(err)
@@ -128,4 +128,11 @@ func TestBackingKeepsTheInodeItRegistered(t *testing.T) {
 		}
 	}
 	r.Close()
+}
+
+func unregister(t *testing.T, r *reusedBacking, id int32) {
+	t.Helper()
+	if errno := r.Unregister(id); errno != 0 {
+		t.Fatalf("unregister %d: %v", id, errno)
+	}
 }
