@@ -108,7 +108,7 @@ func New(be backend.Backend, ix *index.Index, opts Options) *Cache {
 		health: backend.NewBreaker(time.Second, backendGone, opts.Clock),
 	}
 	if opts.ListPrefetch > 0 {
-		c.pf = &prefetcher{max: opts.ListPrefetch, maxHeld: max(opts.MaxEntries, smallListing), pending: map[string]bool{}}
+		c.pf = &prefetcher{max: opts.ListPrefetch, maxHeld: max(opts.MaxEntries, smallListing), maxDirs: maxPrefetchedDirs, pending: map[string]bool{}}
 	}
 	return c
 }

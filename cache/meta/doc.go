@@ -20,7 +20,8 @@
 // list calls at a time for the whole Cache; a split that needs more than a
 // page while workers are idle fans out along its own subdirectories; a
 // directory whose prefetched subtrees nobody read since does not start
-// another (dirState.unwalked). Every
+// another (dirState.unwalked); after maxPrefetchedDirs directories in a
+// Cache's life it stops for good (prefetcher.spent). Every
 // directory found inside is installed as a complete listing (persisted)
 // fetched when the split started, unless the directory has something at
 // least as recent: a load done or running, a local edit or invalidation

@@ -25,12 +25,18 @@ const (
 	maxSplitKeys = 2_000_000
 	// progressEvery is how often (in keys) a big split logs its progress.
 	progressEvery = 100_000
+	// maxPrefetchedDirs bounds the directories the prefetch installs in a
+	// mount's life: each stays known to the Cache (a few hundred bytes),
+	// and an ls of a huge bucket's root must not list it all. Past it the
+	// prefetch stops; directories load the normal way.
+	maxPrefetchedDirs = 100_000
 )
 
 // prefetcher queues subtrees to list flat and runs up to max at a time.
 type prefetcher struct {
 	max     int
 	maxHeld int // entries a split may hold in open directories
+	maxDirs int // directories it may install in all (maxPrefetchedDirs)
 
 	mu      sync.Mutex // a leaf: no other lock is taken under it
 	queue   []string
@@ -38,6 +44,25 @@ type prefetcher struct {
 	busy    int             // workers listing a subtree (the others are picking one)
 	pending map[string]bool // queued or running split roots
 	done    int             // splits finished (tests wait on it)
+	dirs    int             // directories installed
+	spent   bool            // dirs reached maxDirs: no more prefetch
+}
+
+// installedOne counts a directory installed and reports whether the
+// prefetch may go on; the first time it may not, it empties the queue.
+func (p *prefetcher) installedOne() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.dirs++
+	if p.dirs < p.maxDirs || p.spent {
+		return !p.spent
+	}
+	p.spent = true
+	for _, r := range p.queue {
+		delete(p.pending, r)
+	}
+	p.queue = nil
+	return false
 }
 
 // covered reports whether dir lies in a subtree queued or being listed.
@@ -110,6 +135,9 @@ func (c *Cache) enqueue(dir string, entries []Entry) bool {
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.spent {
+		return false
+	}
 	for _, r := range roots {
 		if len(p.queue) >= maxQueued {
 			break
@@ -178,10 +206,14 @@ func (c *Cache) prefetchWorker() {
 // sealed; the rest loads the normal way when used.
 func (c *Cache) listSubtree(root string) {
 	start := c.now().UnixNano() // conservative: the listing is at least this old
-	installed := 0
+	installed, spent := 0, false
 	b := newFlatBuilder(root, func(dir string, es []Entry) {
-		if c.installFlat(dir, es, start) {
+		if !spent && c.installFlat(dir, es, start) {
 			installed++
+			if !c.pf.installedOne() {
+				spent = true
+				c.log.Info("meta: listing prefetch stopped: it listed as many directories as it may in a mount's life; the rest load per directory", "dirs", c.pf.maxDirs)
+			}
 		}
 	}, c.skipKey, c.shadowKey)
 	keys := 0
@@ -210,6 +242,9 @@ func (c *Cache) listSubtree(root string) {
 		// for many small ones a few pages list more cheaply.
 		if token == "" && b.sealed <= 1 && c.pf.idle() && c.fanOut(root, start) {
 			return // its subdirectories are listed by splits of their own
+		}
+		if spent {
+			return
 		}
 		if b.held > c.pf.maxHeld || keys >= maxSplitKeys {
 			err = fmt.Errorf("meta: list subtree %q: stopped after %d keys (%d held): the rest loads per directory", root, keys, b.held)

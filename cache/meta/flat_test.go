@@ -409,3 +409,35 @@ func TestPrefetchDoesNotFanOutOverSmallSubdirectories(t *testing.T) {
 		t.Errorf("walk sent %d list requests, want 0", n)
 	}
 }
+
+// TestPrefetchStopsAfterItsDirectoryBudget: the prefetch installs at most
+// maxDirs directories in a Cache's life (an ls of a huge bucket's root
+// must not list it all, nor keep every directory known); past it nothing
+// more is queued, and the tree still walks right, the rest loaded the
+// normal way.
+func TestPrefetchStopsAfterItsDirectoryBudget(t *testing.T) {
+	be := newFake(50, treeKeys(6, 5, 7)...) // 38 directories
+	want := reference(t, be)
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	c.pf.maxDirs, c.pf.max = 4, 1
+	readAll(t, c, "")
+	waitSplits(t, c, 1)
+	c.pf.mu.Lock()
+	dirs, spent, queued := c.pf.dirs, c.pf.spent, len(c.pf.queue)
+	c.pf.mu.Unlock()
+	if !spent || dirs != 4 || queued != 0 {
+		t.Fatalf("after the budget: %d directories installed, spent %v, %d queued; want 4, true, 0", dirs, spent, queued)
+	}
+	before := be.lists.Load()
+	if got := walk(t, c, ""); !slices.Equal(got, want) {
+		t.Fatalf("walk past the budget\n got %q\nwant %q", got, want)
+	}
+	if be.lists.Load()-before < 30 {
+		t.Errorf("walk past the budget sent %d list requests: the rest should load per directory", be.lists.Load()-before)
+	}
+	c.pf.mu.Lock()
+	defer c.pf.mu.Unlock()
+	if c.pf.dirs != 4 {
+		t.Errorf("the prefetch went on after its budget: %d directories installed", c.pf.dirs)
+	}
+}
