@@ -40,11 +40,17 @@ type Options struct {
 	// IdleObjects is how many unopened object states (and their file
 	// descriptors) stay in memory for quick reopening.
 	IdleObjects int
-	Engine      uring.Engine // cache-file I/O
-	Index       index.Options
-	Disk        Disk             // nil: RealDisk
-	Clock       func() time.Time // nil: time.Now
-	Logger      *slog.Logger
+	// Preload, after a clean shutdown, loads the states of the most
+	// recently read objects (up to IdleObjects: records, block CRCs, open
+	// cache files) in the background at Open, so that the first epoch
+	// after a restart opens files as fast as a warm one (a mount sets it;
+	// the offline tools do not).
+	Preload bool
+	Engine  uring.Engine // cache-file I/O
+	Index   index.Options
+	Disk    Disk             // nil: RealDisk
+	Clock   func() time.Time // nil: time.Now
+	Logger  *slog.Logger
 	// Owner is written into the lock file so a second process can say
 	// who holds the directory (e.g. "mount /mnt/data").
 	Owner string
@@ -149,7 +155,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		s.verifiedAll.Store(true)
 	} else if backgroundVerify {
 		s.wg.Add(1)
-		go s.verifyAll()
+		go s.verifyAll() // loads the states it verifies, as preload does
+	}
+	if trusted && opts.Preload {
+		s.wg.Add(1)
+		go s.preload()
 	}
 	s.wg.Add(2)
 	go s.evictLoop()

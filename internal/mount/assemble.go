@@ -136,6 +136,7 @@ func (s *Mount) open(ctx context.Context, owner string, serving bool) error {
 		so.MinFree = config.MinFreeFraction
 	}
 	so.Engine, so.Logger, so.Owner = s.eng, log, owner
+	so.Preload = serving // a restarted mount opens its recent files as a warm one
 	cachetools.PrivateFiles()
 	if s.store, err = cache.Open(cfg.CacheDir, so); err != nil {
 		if !serving && errors.Is(err, cache.ErrLocked) {

@@ -1,0 +1,114 @@
+package cache
+
+import (
+	"container/heap"
+	"errors"
+	"os"
+	"time"
+
+	"github.com/stratafs/strata/cache/index"
+)
+
+// preload loads, after a clean shutdown, the states of the objects read
+// most recently (up to IdleObjects of them, by last access): the record
+// and block CRCs from the index and the open cache file, left on the idle
+// list as a warm epoch leaves them. Without it the first open of each
+// object after a restart reads the index and walks the cache directory
+// (both out of the page cache by then), which made a restarted first
+// epoch run at about half a warm one. Opens racing it simply load the
+// state themselves; preload skips what is already loaded.
+func (s *Store) preload() {
+	defer s.wg.Done()
+	start := time.Now()
+	recent := &byAccess{}
+	var after *index.ID
+	for {
+		n := 0
+		err := s.ix.ScanObjectsPage(after, verifyPage, func(id index.ID, rec index.ObjectRecord, err error) error {
+			n++
+			after = &id
+			if err != nil {
+				return nil
+			}
+			heap.Push(recent, preloadItem{rec.LastAccess, ObjectKey{Source: rec.Source, Key: rec.Key, Version: rec.Version, Size: rec.Size, MTime: rec.MTime}})
+			if recent.Len() > s.opts.IdleObjects {
+				heap.Pop(recent) // the least recent
+			}
+			return nil
+		})
+		if err != nil {
+			s.log.Warn("cache: listing the cache to preload it", "err", err)
+			return
+		}
+		if n == 0 {
+			break
+		}
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+	}
+	// Least recent first: each release puts its state at the front of the
+	// idle list, so the most recent end up where eviction reaches last.
+	loaded := 0
+	for recent.Len() > 0 {
+		select {
+		case <-s.stop:
+			return
+		default:
+		}
+		k := heap.Pop(recent).(preloadItem).key
+		o, err := s.acquire(k, true)
+		if errors.Is(err, ErrClosed) {
+			return
+		}
+		if err != nil {
+			continue // evicted meanwhile, or unreadable: its open loads it
+		}
+		o.st.openExisting()
+		o.Release()
+		loaded++
+	}
+	if loaded > 0 {
+		s.log.Info("cache: preloaded recently read objects", "objects", loaded, "took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// openExisting opens the cache file if it exists, never creating one (a
+// file that is gone is the open's to deal with).
+func (st *objectState) openExisting() {
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	if st.file != nil {
+		return
+	}
+	f, err := os.OpenFile(st.s.pathOf(st.id), os.O_RDWR, 0)
+	if err != nil {
+		return
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != st.rec.Size {
+		f.Close() // fd() sizes it when it is used
+		return
+	}
+	st.file = f
+}
+
+type preloadItem struct {
+	access int64
+	key    ObjectKey
+}
+
+// byAccess is a min-heap by last access: its root is the least recent.
+type byAccess []preloadItem
+
+func (h byAccess) Len() int           { return len(h) }
+func (h byAccess) Less(i, j int) bool { return h[i].access < h[j].access }
+func (h byAccess) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *byAccess) Push(x any)        { *h = append(*h, x.(preloadItem)) }
+func (h *byAccess) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return x
+}
