@@ -162,7 +162,7 @@ func colorOf(sys string, i int) color.Color {
 
 // shortPhase is a compact x-axis label.
 func shortPhase(wl, phase string) string {
-	short := map[string]string{"imagefolder": "img", "webdataset": "wds", "random": "rnd", "listing": "ls", "dataloader": "torch", "webdataset-py": "wds-py", "au-resnet50": "au"}
+	short := map[string]string{"imagefolder": "img", "webdataset": "wds", "random": "rnd", "listing": "ls", "listing-deep": "ls-deep", "dataloader": "torch", "webdataset-py": "wds-py", "au-resnet50": "au", "au-unet3d": "au3d"}
 	p := strings.NewReplacer(" (epoch 1)", "", " (epoch 2)", "", "restarted mount", "restart",
 		"first listing", "first", "after remount", "remount", "KiB", "K").Replace(phase)
 	if s, ok := short[wl]; ok {

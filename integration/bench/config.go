@@ -25,6 +25,7 @@ type Scale struct {
 	// slow at 20 ms: fewer of them).
 	RandColdOps, RandWarmOps int
 	Listing                  workload.ListingSpec
+	ListingDeep              workload.ListingSpec
 	// CheckpointSize is the torch.save state dict's size, and the Hugging
 	// Face checkpoint's (all its files).
 	CheckpointSize int64
@@ -53,6 +54,7 @@ var scales = map[string]Scale{
 		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 1024 * mib},
 		RandProcs:   4, RandColdOps: 500, RandWarmOps: 5000,
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 100_000, Dirs: 10, SubDirs: 10, Size: 64},
+		ListingDeep:    workload.ListingSpec{Prefix: "listing-deep", Keys: 20_000, Dirs: 20, SubDirs: 100, Size: 64},
 		CheckpointSize: 2048 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 2000, Dirs: 20, MinSize: 100 * kib, MaxSize: 150 * kib},
 		Samples:        workload.SamplesSpec{Prefix: "unet3d", Files: 12, Size: 146_600_628, Jitter: 0.8},
@@ -67,6 +69,7 @@ var scales = map[string]Scale{
 		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 128 * mib},
 		RandProcs:   4, RandColdOps: 100, RandWarmOps: 1000,
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 5000, Dirs: 5, SubDirs: 5, Size: 64},
+		ListingDeep:    workload.ListingSpec{Prefix: "listing-deep", Keys: 5000, Dirs: 10, SubDirs: 50, Size: 64},
 		CheckpointSize: 256 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 500, Dirs: 10, MinSize: 100 * kib, MaxSize: 150 * kib},
 		Samples:        workload.SamplesSpec{Prefix: "unet3d", Files: 8, Size: 32 * mib, Jitter: 0.8},
@@ -81,6 +84,7 @@ var scales = map[string]Scale{
 		BigFile:     workload.BigFileSpec{Prefix: "random", Count: 1, Size: 4 * mib},
 		RandProcs:   2, RandColdOps: 20, RandWarmOps: 50,
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 120, Dirs: 2, SubDirs: 3, Size: 16},
+		ListingDeep:    workload.ListingSpec{Prefix: "listing-deep", Keys: 120, Dirs: 3, SubDirs: 10, Size: 16},
 		CheckpointSize: 16 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 64, Dirs: 4, MinSize: 100 * kib, MaxSize: 150 * kib},
 		Samples:        workload.SamplesSpec{Prefix: "unet3d", Files: 8, Size: 2 * mib, Jitter: 0.8},
@@ -227,5 +231,5 @@ func parseLatencies(s string) ([]time.Duration, error) {
 func (c Config) dataset() workload.Dataset {
 	s := c.Scale
 	return workload.Dataset{Seed: c.Seed, ImageFolder: &s.ImageFolder, WebDataset: &s.WebDataset,
-		BigFiles: &s.BigFile, Listing: &s.Listing, JPEGFolder: &s.JPEGFolder, Samples: &s.Samples}
+		BigFiles: &s.BigFile, Listing: &s.Listing, ListingDeep: &s.ListingDeep, JPEGFolder: &s.JPEGFolder, Samples: &s.Samples}
 }

@@ -34,7 +34,7 @@ func secondNodeSystem(cfg Config) System {
 		// Listings and writes do not touch the tier (and filling it for
 		// the listing's 100,000 keys would take a first node minutes);
 		// the DataLoader's reads are the ImageFolder's, at a cost in time.
-		Runs: except("checkpoint", "listing", "dataloader", "webdataset-py", "au-resnet50"),
+		Runs: except("checkpoint", "listing", "listing-deep", "dataloader", "webdataset-py", "au-resnet50", "au-unet3d"),
 		Open: func(ctx context.Context, e *Env, o OpenOpts) (FS, error) {
 			prefix, tag := o.Prefix, o.Tag
 			tierBucket := e.Bucket(prefix) + "-shared"

@@ -112,8 +112,10 @@ func TestSmokeBaselines(t *testing.T) {
 			t.Errorf("empty row %+v", row)
 		}
 	}
-	// Per latency, local: 3 + 2 + 4 + 2 phases; get: 1 + 1 + 2 + 1.
-	if want["local"] != 22 || want["get"] != 10 {
+	// Per latency, local: 3 + 2 + 4 + 2 + 2 phases (imagefolder,
+	// webdataset, random, listing, listing-deep); get: 1 + 1 + 2 + 2 + 2
+	// (each listing flat and per directory).
+	if want["local"] != 26 || want["get"] != 16 {
 		t.Errorf("rows per system: %v\n%s", want, out)
 	}
 	for _, s := range []string{"### ImageFolder", "### WebDataset", "### Random access", "### Listing", "machine:"} {
@@ -146,8 +148,8 @@ func TestSmokeStrata(t *testing.T) {
 	}
 	// strata: 3 + 2 + 4 + 2 phases; the second node the reads (3 + 2 + 4);
 	// --metadata-ttl indefinite the listing's 2, labelled apart.
-	if n["strata"] != 11 || n[secondNodeName] != 9 || n[indefiniteName] != 2 || len(n) != 3 {
-		t.Errorf("rows %v, want 11, 9 and 2 (one per phase)\n%s", n, out)
+	if n["strata"] != 13 || n[secondNodeName] != 9 || n[indefiniteName] != 2 || len(n) != 3 {
+		t.Errorf("rows %v, want 13, 9 and 2 (one per phase)\n%s", n, out)
 	}
 	if !strings.Contains(out, "**strata (--metadata-ttl indefinite)**") {
 		t.Errorf("no row labelled strata (--metadata-ttl indefinite):\n%s", out)
@@ -180,9 +182,10 @@ func TestSmokeGCS(t *testing.T) {
 			n++
 		}
 	}
-	// 3 + 2 + 4 + 2 phases of the reads, at two latencies; no checkpoint.
-	if n != 22 {
-		t.Errorf("%d strata rows, want 22\n%s", n, out)
+	// 3 + 2 + 4 + 2 + 2 phases of the reads and listings, at two
+	// latencies; no checkpoint.
+	if n != 26 {
+		t.Errorf("%d strata rows, want 26\n%s", n, out)
 	}
 	if r.Skipped["rclone"] == "" || !strings.Contains(out, "fake-gcs-server") {
 		t.Errorf("rclone not reported skipped, or the server not named:\n%s", out)

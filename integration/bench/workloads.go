@@ -48,7 +48,7 @@ type Prerequisite interface {
 
 // allWorkloads lists the workloads in report order.
 func allWorkloads() []Workload {
-	return []Workload{dataLoader{}, auResNet50, auUNet3D, imageFolder{}, sequential{}, tarShards{}, random{}, listing{}, checkpoint{}}
+	return []Workload{dataLoader{}, auResNet50, auUNet3D, imageFolder{}, sequential{}, tarShards{}, random{}, listingWide, listingDeep, checkpoint{}}
 }
 
 func workloadNames() []string {

@@ -22,6 +22,7 @@ type Dataset struct {
 	WebDataset  *WebDatasetSpec  `json:"webdataset,omitempty"`
 	BigFiles    *BigFileSpec     `json:"bigfiles,omitempty"`
 	Listing     *ListingSpec     `json:"listing,omitempty"`
+	ListingDeep *ListingSpec     `json:"listing_deep,omitempty"` // a second tree, of many small directories
 	JPEGFolder  *JPEGFolderSpec  `json:"jpegfolder,omitempty"`
 	Samples     *SamplesSpec     `json:"samples,omitempty"`
 }
@@ -161,7 +162,10 @@ func (d Dataset) Plan() ([]FileSpec, error) {
 			out = append(out, FileSpec{Path: path.Join(pfx, fmt.Sprintf("big-%02d.bin", i)), Size: s.Size})
 		}
 	}
-	if s := d.Listing; s != nil {
+	for _, s := range []*ListingSpec{d.Listing, d.ListingDeep} {
+		if s == nil {
+			continue
+		}
 		pfx, err := add(s.Prefix)
 		if err != nil {
 			return nil, err
@@ -218,6 +222,9 @@ func (d Dataset) Prefixes() []string {
 	}
 	if d.Listing != nil {
 		out = append(out, strings.Trim(d.Listing.Prefix, "/"))
+	}
+	if d.ListingDeep != nil {
+		out = append(out, strings.Trim(d.ListingDeep.Prefix, "/"))
 	}
 	if d.JPEGFolder != nil {
 		out = append(out, strings.Trim(d.JPEGFolder.Prefix, "/"))

@@ -90,6 +90,9 @@ func (d Dataset) Parts() []Dataset {
 	if d.Listing != nil {
 		out = append(out, Dataset{Seed: d.Seed, Listing: d.Listing})
 	}
+	if d.ListingDeep != nil {
+		out = append(out, Dataset{Seed: d.Seed, ListingDeep: d.ListingDeep})
+	}
 	if d.JPEGFolder != nil {
 		out = append(out, Dataset{Seed: d.Seed, JPEGFolder: d.JPEGFolder})
 	}

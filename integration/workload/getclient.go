@@ -121,6 +121,41 @@ func (g *GetClient) List(ctx context.Context, prefix string) (Summary, error) {
 	return s, nil
 }
 
+// ListTree lists prefix one directory at a time (a delimited listing of
+// each, then of each of its subdirectories, in order): what a client that
+// walks a bucket as a tree does, one round trip per directory and per
+// 1,000 keys. Ops counts keys and directories.
+func (g *GetClient) ListTree(ctx context.Context, prefix string) (Summary, error) {
+	var lat []time.Duration
+	var n int64
+	start := time.Now()
+	stack := []string{prefix}
+	for len(stack) > 0 {
+		dir := stack[len(stack)-1]
+		stack = stack[:len(stack)-1]
+		t0 := time.Now()
+		p := s3.NewListObjectsV2Paginator(g.S3, &s3.ListObjectsV2Input{Bucket: aws.String(g.Bucket), Prefix: aws.String(dir), Delimiter: aws.String("/")})
+		var subs []string
+		for p.HasMorePages() {
+			page, err := p.NextPage(ctx)
+			if err != nil {
+				return Summary{}, fmt.Errorf("workload: list %s: %w", dir, err)
+			}
+			n += int64(len(page.Contents) + len(page.CommonPrefixes))
+			for _, cp := range page.CommonPrefixes {
+				subs = append(subs, aws.ToString(cp.Prefix))
+			}
+		}
+		lat = append(lat, time.Since(t0))
+		for i := len(subs) - 1; i >= 0; i-- { // visit in order
+			stack = append(stack, subs[i])
+		}
+	}
+	s := SummarizeLatencies(lat, 0, time.Since(start), 1)
+	s.Ops = n
+	return s, nil
+}
+
 func (g *GetClient) getRange(ctx context.Context, key string, off, n int64) error {
 	if n <= 0 {
 		return nil
