@@ -19,7 +19,6 @@ func TestPreloadAfterACleanShutdown(t *testing.T) {
 	o.Clock = clk.now
 	o.IdleObjects = 2
 	s := openStore(t, dir, o)
-	var keys []ObjectKey
 	for i := range 3 {
 		data := randBytes(2 * bs)
 		k := ObjectKey{Source: "s", Key: fmt.Sprintf("k%d", i), Version: "v", Size: int64(len(data))}
@@ -29,7 +28,6 @@ func TestPreloadAfterACleanShutdown(t *testing.T) {
 		}
 		fill(obj, t, data)
 		obj.Release()
-		keys = append(keys, k)
 		clk.advance(100)
 	}
 	s.Close()
