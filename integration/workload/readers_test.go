@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stratafs/strata/internal/testserver"
 )
 
 // The readers run in child processes (this test binary re-executed).
@@ -19,17 +21,7 @@ func TestReadersInProcesses(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := m.Under("img")
-	s, err := ReadFiles(ctx, ReadOpts{Root: filepath.Join(dir, "img"), StripPrefix: "img", Entries: img,
-		Procs: 3, Shuffle: 9, Verify: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Ops != int64(len(img)) || s.Bytes != TotalSize(img) || s.Verified != s.Ops || s.Procs != 3 {
-		t.Errorf("summary %+v for %d files of %d bytes", s, len(img), TotalSize(img))
-	}
-	if s.P50 <= 0 || s.P99 < s.P50 || s.Elapsed <= 0 {
-		t.Errorf("latencies: %+v", s)
-	}
+	readAllImages(t, dir, img, false)
 
 	big := m.Under("big")[0]
 	p, err := RandomReads(ctx, PreadOpts{Path: filepath.Join(dir, big.Path), Procs: 2, Count: 50, Size: 4096, Seed: 1})
@@ -115,7 +107,7 @@ func TestReadTimeCap(t *testing.T) {
 // checksum, a wrong size or a missing file.
 func TestPythonReaders(t *testing.T) {
 	if _, err := os.Stat(Python()); err != nil {
-		t.Skipf("no %s: %v", Python(), err) // Debian images have it; make bench-tools installs it
+		testserver.SkipOrFail(t, "no %s: %v (make bench-tools installs it)", Python(), err)
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -124,17 +116,7 @@ func TestPythonReaders(t *testing.T) {
 		t.Fatal(err)
 	}
 	img := m.Under("img")
-	s, err := ReadFiles(ctx, ReadOpts{Root: filepath.Join(dir, "img"), StripPrefix: "img", Entries: img,
-		Procs: 3, Shuffle: 9, Verify: true, Python: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if s.Ops != int64(len(img)) || s.Bytes != TotalSize(img) || s.Verified != s.Ops || s.Procs != 3 {
-		t.Errorf("summary %+v for %d files of %d bytes", s, len(img), TotalSize(img))
-	}
-	if s.P50 <= 0 || s.P99 < s.P50 || s.Elapsed <= 0 {
-		t.Errorf("latencies: %+v", s)
-	}
+	readAllImages(t, dir, img, true)
 
 	entries := append([]FileEntry(nil), img...)
 	entries[2].SHA256 = strings.Repeat("0", 64)
@@ -152,5 +134,22 @@ func TestPythonReaders(t *testing.T) {
 	entries[0].Path += ".missing"
 	if _, err := ReadFiles(ctx, ReadOpts{Root: filepath.Join(dir, "img"), StripPrefix: "img", Entries: entries, Procs: 2, Python: true}); err == nil {
 		t.Error("missing file: no error")
+	}
+}
+
+// readAllImages reads the tiny dataset's images in 3 processes (Go or
+// Python) and checks the summary: every file, every byte, verified.
+func readAllImages(t *testing.T, dir string, img []FileEntry, python bool) {
+	t.Helper()
+	s, err := ReadFiles(context.Background(), ReadOpts{Root: filepath.Join(dir, "img"), StripPrefix: "img", Entries: img,
+		Procs: 3, Shuffle: 9, Verify: true, Python: python})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Ops != int64(len(img)) || s.Bytes != TotalSize(img) || s.Verified != s.Ops || s.Procs != 3 {
+		t.Errorf("summary %+v for %d files of %d bytes", s, len(img), TotalSize(img))
+	}
+	if s.P50 <= 0 || s.P99 < s.P50 || s.Elapsed <= 0 {
+		t.Errorf("latencies: %+v", s)
 	}
 }
