@@ -38,16 +38,30 @@ func TestPreloadAfterACleanShutdown(t *testing.T) {
 		s.mu.Lock()
 		defer s.mu.Unlock()
 		for _, st := range s.states {
+			select {
+			case <-st.ready: // rec is written by load until then
+			default:
+				continue
+			}
 			st.mu.Lock()
 			out[st.rec.Key] = st.file != nil
 			st.mu.Unlock()
 		}
 		return out
 	}
+	// waitLoaded waits for n loaded states with their files open: preload
+	// loads a state, then opens its file.
 	waitLoaded := func(s *Store, n int) map[string]bool {
 		t.Helper()
 		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(5 * time.Millisecond) {
-			if got := loaded(s); len(got) >= n || time.Now().After(deadline) {
+			got := loaded(s)
+			open := 0
+			for _, o := range got {
+				if o {
+					open++
+				}
+			}
+			if open >= n || time.Now().After(deadline) {
 				return got
 			}
 		}
