@@ -1,10 +1,12 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"image/color"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -38,15 +40,50 @@ type chartGroup struct {
 	phase string
 }
 
-// writeChart draws one panel per latency: for every workload phase, each
-// system's rate relative to local disk (log scale; 1 = local disk).
-func writeChart(path string, res *Results, cfg Config) error {
+// chartFamilies groups the workloads into one picture each, in report
+// order: what a reader compares side by side.
+var chartFamilies = []struct {
+	name, title string
+	workloads   []string
+}{
+	{"training", "PyTorch DataLoader and accelerator utilisation", []string{"dataloader", "au-resnet50", "au-unet3d"}},
+	{"small-files", "ImageFolder: small files", []string{"imagefolder"}},
+	{"sequential", "WebDataset: sequential shards", []string{"webdataset", "webdataset-py"}},
+	{"random", "Random reads in a large object", []string{"random"}},
+	{"listing", "Listing", []string{"listing", "listing-deep"}},
+	{"checkpoint", "Checkpoints", []string{"checkpoint"}},
+}
+
+// writeCharts writes chart-FAMILY.png in dir for every workload family
+// with rows, and returns the files' names.
+func writeCharts(dir string, res *Results, cfg Config) ([]string, error) {
+	var names []string
+	for _, f := range chartFamilies {
+		name := "chart-" + f.name + ".png"
+		err := writeChart(filepath.Join(dir, name), f.title, res, cfg, func(wl string) bool { return contains(f.workloads, wl) })
+		if errors.Is(err, errNothingToChart) {
+			continue
+		}
+		if err != nil {
+			return names, err
+		}
+		names = append(names, name)
+	}
+	return names, nil
+}
+
+var errNothingToChart = errors.New("bench: nothing to chart")
+
+// writeChart draws one panel per latency: for every phase of the workloads
+// keep accepts, each system's rate relative to local disk (log scale;
+// local disk is the dashed line at 1).
+func writeChart(path, title string, res *Results, cfg Config, keep func(workload string) bool) error {
 	var groups []chartGroup
 	seen := map[string]bool{}
 	for _, s := range sections(res, cfg) {
 		for _, r := range s.Rows {
 			k := r.Workload + "\x00" + r.Phase
-			if !seen[k] {
+			if keep(r.Workload) && !seen[k] {
 				seen[k] = true
 				groups = append(groups, chartGroup{label: shortPhase(r.Workload, r.Phase), wl: r.Workload, phase: r.Phase})
 			}
@@ -59,12 +96,12 @@ func writeChart(path string, res *Results, cfg Config) error {
 		}
 	}
 	if len(groups) == 0 || len(systems) == 0 {
-		return fmt.Errorf("bench: nothing to chart")
+		return errNothingToChart
 	}
 	var plots []*plot.Plot
 	for _, l := range cfg.Latencies {
 		lat := Latency{Delay: l}.Name()
-		p, err := latencyPlot(res, groups, systems, lat)
+		p, err := latencyPlot(res, title, groups, systems, lat)
 		if err != nil {
 			return err
 		}
@@ -90,9 +127,9 @@ func writeChart(path string, res *Results, cfg Config) error {
 }
 
 // latencyPlot builds one panel.
-func latencyPlot(res *Results, groups []chartGroup, systems []string, lat string) (*plot.Plot, error) {
+func latencyPlot(res *Results, title string, groups []chartGroup, systems []string, lat string) (*plot.Plot, error) {
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Throughput relative to local disk at %s injected latency (log scale, higher is better)", lat)
+	p.Title.Text = fmt.Sprintf("%s: rate relative to local disk at %s injected latency (log scale, higher is better)", title, lat)
 	p.Y.Label.Text = "× local disk"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}

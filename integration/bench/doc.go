@@ -47,8 +47,8 @@
 // DataLoader's JPEGs (remounted on an empty cache before each cold N),
 // not yet timed.
 //
-// Results go to stdout and to -out (results.md, results.json, chart.png);
-// progress goes to stderr. Data, the MinIO drive and logs stay in -workdir
+// Results go to stdout and to -out (results.md, results.json, and a
+// chart-FAMILY.png per workload family); progress goes to stderr. Data, the MinIO drive and logs stay in -workdir
 // and are reused by the next run with the same scale and seed.
 //
 // Every timed read runs in separate reader processes (this binary

@@ -14,7 +14,8 @@ import (
 )
 
 // writeReport prints the markdown report to out and saves results.md,
-// results.json and chart.png in the output directory.
+// results.json and a chart-FAMILY.png per workload family in the output
+// directory.
 func (r *Run) writeReport(out io.Writer) error {
 	var b strings.Builder
 	r.markdown(&b)
@@ -42,13 +43,15 @@ func (r *Run) writeReport(out io.Writer) error {
 	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
 		return fmt.Errorf("bench: %w", err)
 	}
+	files := []string{"results.md", "results.json"}
 	if r.Cfg.Chart && len(r.Results.Rows) > 0 {
-		if err := writeChart(filepath.Join(dir, "chart.png"), r.Results, r.Cfg); err != nil {
+		charts, err := writeCharts(dir, r.Results, r.Cfg)
+		if err != nil {
 			return err
 		}
+		files = append(files, charts...)
 	}
-	fmt.Fprintf(out, "Results written to %s (results.md, results.json%s).\n", dir,
-		map[bool]string{true: ", chart.png", false: ""}[r.Cfg.Chart && len(r.Results.Rows) > 0])
+	fmt.Fprintf(out, "Results written to %s (%s).\n", dir, strings.Join(files, ", "))
 	return nil
 }
 

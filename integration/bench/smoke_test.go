@@ -14,24 +14,37 @@ import (
 	"github.com/stratafs/strata/internal/testserver"
 )
 
+// TestChart: one picture per workload family that has rows, none for the
+// others.
 func TestChart(t *testing.T) {
 	dir := t.TempDir()
 	cfg := Config{Scale: scales["tiny"], Latencies: []time.Duration{0, 20 * time.Millisecond}, Systems: systemNames()}
-	p := filepath.Join(dir, "chart.png")
-	if err := writeChart(p, sample(), cfg); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
+	res := sample()
+	res.Add(row("listing", "first listing", "20ms", "local", RoleLocal, 1000),
+		row("listing", "first listing", "20ms", "strata", RoleSubject, 900))
+	names, err := writeCharts(dir, res, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatal(err)
+	if want := []string{"chart-small-files.png", "chart-listing.png"}; strings.Join(names, " ") != strings.Join(want, " ") {
+		t.Errorf("charts %v, want %v", names, want)
 	}
-	if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 500 {
-		t.Errorf("chart is %v", b)
+	for _, n := range names {
+		f, err := os.Open(filepath.Join(dir, n))
+		if err != nil {
+			t.Fatal(err)
+		}
+		img, err := png.Decode(f)
+		f.Close()
+		if err != nil {
+			t.Fatalf("%s: %v", n, err)
+		}
+		if b := img.Bounds(); b.Dx() < 500 || b.Dy() < 500 {
+			t.Errorf("%s is %v", n, b)
+		}
+	}
+	if _, err := os.Stat(filepath.Join(dir, "chart-random.png")); err == nil {
+		t.Error("a chart for a family with no rows")
 	}
 }
 
@@ -76,7 +89,7 @@ func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, stri
 	for w, why := range r.SkippedWorkloads {
 		testserver.SkipOrFail(t, "workload %s: %s", w, why)
 	}
-	for _, f := range []string{"results.md", "results.json", "chart.png"} {
+	for _, f := range []string{"results.md", "results.json", "chart-small-files.png", "chart-listing.png"} {
 		if _, err := os.Stat(filepath.Join(cfg.OutDir, f)); err != nil {
 			t.Errorf("%s not written: %v", f, err)
 		}
