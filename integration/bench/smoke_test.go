@@ -125,10 +125,10 @@ func TestSmokeBaselines(t *testing.T) {
 			t.Errorf("empty row %+v", row)
 		}
 	}
-	// Per latency, local: 3 + 2 + 4 + 2 + 2 phases (imagefolder,
-	// webdataset, random, listing, listing-deep); get: 1 + 1 + 2 + 2 + 2
-	// (each listing flat and per directory).
-	if want["local"] != 26 || want["get"] != 16 {
+	// Per latency, local: 3 + 2 + 4 + 3 + 2 phases (imagefolder,
+	// webdataset, random, listing with the first batch, listing-deep);
+	// get: 1 + 1 + 2 + 2 + 2 (each listing flat and per directory).
+	if want["local"] != 28 || want["get"] != 16 {
 		t.Errorf("rows per system: %v\n%s", want, out)
 	}
 	for _, s := range []string{"### ImageFolder", "### WebDataset", "### Random access", "### Listing", "machine:"} {
@@ -159,10 +159,11 @@ func TestSmokeStrata(t *testing.T) {
 			t.Errorf("%s/%s/%s/%s failed: %s", row.System, row.Workload, row.Phase, row.Latency, row.Err)
 		}
 	}
-	// strata: 3 + 2 + 4 + 2 phases; the second node the reads (3 + 2 + 4);
-	// --metadata-ttl indefinite the listing's 2, labelled apart.
-	if n["strata"] != 13 || n[secondNodeName] != 9 || n[indefiniteName] != 2 || len(n) != 3 {
-		t.Errorf("rows %v, want 13, 9 and 2 (one per phase)\n%s", n, out)
+	// strata: 3 + 2 + 4 + 3 + 2 phases; the second node the reads
+	// (3 + 2 + 4); --metadata-ttl indefinite the listing's 3, labelled
+	// apart.
+	if n["strata"] != 14 || n[secondNodeName] != 9 || n[indefiniteName] != 3 || len(n) != 3 {
+		t.Errorf("rows %v, want 14, 9 and 3 (one per phase)\n%s", n, out)
 	}
 	if !strings.Contains(out, "**strata (--metadata-ttl indefinite)**") {
 		t.Errorf("no row labelled strata (--metadata-ttl indefinite):\n%s", out)
@@ -172,7 +173,7 @@ func TestSmokeStrata(t *testing.T) {
 			t.Errorf("%s mounted as %s", name, c)
 		}
 	}
-	if !strings.Contains(out, "### Targets of issues #3, #9 and #13") {
+	if !strings.Contains(out, "### Targets of issues #3, #9, #13 and #15") {
 		t.Error("no targets table")
 	}
 }
@@ -195,10 +196,10 @@ func TestSmokeGCS(t *testing.T) {
 			n++
 		}
 	}
-	// 3 + 2 + 4 + 2 + 2 phases of the reads and listings, at two
+	// 3 + 2 + 4 + 3 + 2 phases of the reads and listings, at two
 	// latencies; no checkpoint.
-	if n != 26 {
-		t.Errorf("%d strata rows, want 26\n%s", n, out)
+	if n != 28 {
+		t.Errorf("%d strata rows, want 28\n%s", n, out)
 	}
 	if r.Skipped["rclone"] == "" || !strings.Contains(out, "fake-gcs-server") {
 		t.Errorf("rclone not reported skipped, or the server not named:\n%s", out)

@@ -75,8 +75,14 @@ type FS interface {
 	Root() string
 	// Restart unmounts and mounts again on the same cache dir.
 	Restart(ctx context.Context) error
-	// Fresh unmounts, empties the cache and mounts again.
+	// Fresh unmounts, empties the cache and mounts again: Empty, then
+	// Mount.
 	Fresh(ctx context.Context) error
+	// Empty unmounts and empties the cache, leaving the system unmounted
+	// until Mount (a phase that times the mount itself).
+	Empty(ctx context.Context) error
+	// Mount mounts an unmounted system (no-op when mounted).
+	Mount(ctx context.Context) error
 	// Stats returns strata's cache counters as of at least t (nil when the
 	// system has none).
 	Stats(ctx context.Context, t time.Time) (*workload.CacheStats, error)
@@ -193,6 +199,8 @@ type localFS struct{ root string }
 func (l localFS) Root() string                                                   { return l.root }
 func (l localFS) Restart(context.Context) error                                  { return nil }
 func (l localFS) Fresh(context.Context) error                                    { return nil }
+func (l localFS) Empty(context.Context) error                                    { return nil }
+func (l localFS) Mount(context.Context) error                                    { return nil }
 func (l localFS) Command() string                                                { return "" }
 func (l localFS) Close(context.Context) error                                    { return nil }
 func (l localFS) Stats(context.Context, time.Time) (*workload.CacheStats, error) { return nil, nil }
@@ -245,11 +253,25 @@ func (f *mountFS) Restart(ctx context.Context) error {
 }
 
 func (f *mountFS) Fresh(ctx context.Context) error {
+	if err := f.Empty(ctx); err != nil {
+		return err
+	}
+	return f.mount(ctx)
+}
+
+func (f *mountFS) Empty(ctx context.Context) error {
 	if err := f.unmount(ctx); err != nil {
 		return err
 	}
 	if err := os.RemoveAll(f.spec.CacheDir); err != nil {
 		return fmt.Errorf("bench: %w", err)
+	}
+	return nil
+}
+
+func (f *mountFS) Mount(ctx context.Context) error {
+	if f.mnt != nil {
+		return nil
 	}
 	return f.mount(ctx)
 }

@@ -147,6 +147,22 @@ func TestTargets(t *testing.T) {
 	check("cold ImageFolder epoch ≥ 3× the best peer", true, false, 4)
 	check("warm sequential", false, true, 0)
 	check("restarted mount", true, false, 8500.0/9000)
+	check("mount to the first batch", false, true, 0)
+
+	// The first batch's bound is a time: 256 files from the mount command
+	// in 1.6 s meet it, in 2.5 s do not.
+	for _, tc := range []struct {
+		took time.Duration
+		met  bool
+	}{{1600 * time.Millisecond, true}, {2500 * time.Millisecond, false}} {
+		res := &Results{}
+		res.Add(row("listing", phaseFirstBatch, "20ms", "strata", RoleSubject, firstBatchFiles/tc.took.Seconds()))
+		for _, tr := range evaluate(res, []string{"20ms"}) {
+			if tr.Target.Phase == phaseFirstBatch && (tr.Missing || tr.Met != tc.met) {
+				t.Errorf("first batch in %s: %+v", tc.took, tr)
+			}
+		}
+	}
 	var b strings.Builder
 	writeTargets(&b, trs)
 	if !strings.Contains(b.String(), "| met |") || !strings.Contains(b.String(), "n/a (no data)") {

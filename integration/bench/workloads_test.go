@@ -24,6 +24,7 @@ func (f *fakeFS) Fresh(context.Context) error {
 	f.session = workload.CacheStats{}
 	return nil
 }
+func (f *fakeFS) Empty(context.Context) error { f.session = workload.CacheStats{}; return nil }
 func (f *fakeFS) Restart(context.Context) error {
 	f.restarts++
 	f.session = workload.CacheStats{}
