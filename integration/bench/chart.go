@@ -162,7 +162,7 @@ func latencyPlot(res *Results, title string, groups []chartGroup, systems []stri
 			local, okL := res.find(func(x Row) bool {
 				return x.Role == RoleLocal && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
 			})
-			if ok && okL {
+			if ok && okL && local.Rate > 0 {
 				v := math.Max(r.Rate/local.Rate, chartFloor)
 				vals[gi] = v - chartFloor
 				maxY = math.Max(maxY, v)

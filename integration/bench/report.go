@@ -74,7 +74,7 @@ func (r *Run) markdown(w io.Writer) {
 		server = "one fake-gcs-server (gs://; MinIO only for the second node's shared tier)"
 	}
 	fmt.Fprintf(w, "- server: %s on the same machine; latency injected per response by toxiproxy (0 ms = the proxy alone)\n", server)
-	fmt.Fprintf(w, "- method: every phase starts with the page cache dropped (`echo 3 > /proc/sys/vm/drop_caches`); cold = empty client cache, warm = cache filled by the previous phase; warm phases (and all phases of local disk and the GET client, and every DataLoader phase) run %d times and the median run is shown; readers are separate processes; MB = 10^6 bytes; p50/p99 per file (per pread, per directory for listings, the wait per batch for the DataLoader)\n", r.Cfg.Repeat)
+	fmt.Fprintf(w, "- method: every phase starts with the page cache dropped (`echo 3 > /proc/sys/vm/drop_caches`); cold = empty client cache, warm = cache filled by the previous phase; warm phases (and all phases of local disk and the GET client, every DataLoader phase and the ImageFolder's restarted epochs, each on a mount just restarted) run %d times and the median run is shown; readers are separate processes; MB = 10^6 bytes; p50/p99 per file (per pread, per directory for listings, the wait per batch for the DataLoader)\n", r.Cfg.Repeat)
 	if r.Env != nil {
 		for _, n := range r.Env.Notes {
 			fmt.Fprintf(w, "- note: %s\n", n)

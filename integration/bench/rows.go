@@ -27,8 +27,9 @@ type Row struct {
 	Err string `json:"error,omitempty"`
 }
 
-// OK reports whether the row has a measurement.
-func (r Row) OK() bool { return r.Err == "" && r.Rate > 0 }
+// OK reports whether the row has a measurement. A rate of zero is one
+// when the phase did its work (the AU search: no accelerator kept at 90%).
+func (r Row) OK() bool { return r.Err == "" && (r.Rate > 0 || r.Summary.Ops > 0) }
 
 // Results are all rows of a run, in the order measured.
 type Results struct {
@@ -88,7 +89,7 @@ func (res *Results) System(r Row, name, phase string) (Row, bool) {
 
 // ratio returns a/b, or 0 when either is missing.
 func ratio(a Row, b Row, ok bool) float64 {
-	if !ok || !a.OK() || !b.OK() {
+	if !ok || !a.OK() || !b.OK() || b.Rate == 0 {
 		return 0
 	}
 	return a.Rate / b.Rate

@@ -96,7 +96,11 @@ func formatRow(res *Results, r Row, mb bool) string {
 		return "| " + strings.Join(cells, " | ") + " |"
 	}
 	s := r.Summary
-	cells = append(cells, formatRate(r.Rate))
+	rate := formatRate(r.Rate)
+	if r.Rate == 0 {
+		rate = "0" // measured: none (an AU search with no accelerator at 90%)
+	}
+	cells = append(cells, rate)
 	if mb {
 		cells = append(cells, formatRate(s.MBps()))
 	}

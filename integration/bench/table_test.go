@@ -86,6 +86,33 @@ func TestFormatting(t *testing.T) {
 	}
 }
 
+// TestZeroIsAMeasurement: an AU search that kept no accelerator at 90%
+// is a result (0, with its note), not a failure, and a ratio to a zero is
+// left blank rather than infinite.
+func TestZeroIsAMeasurement(t *testing.T) {
+	res := &Results{}
+	zero := func(sys string, role Role) Row {
+		return Row{Workload: "au-resnet50", Phase: "warm AU ≥ 90%", Latency: "0ms", System: sys, Role: role, Unit: "accelerators",
+			Summary: workload.Summary{Ops: 2000, Bytes: 1 << 28, Elapsed: 10 * time.Second}, Note: "AU with N accelerators 1: 88.8%"}
+	}
+	res.Add(zero("local", RoleLocal), zero("strata", RoleSubject))
+	for _, r := range res.Rows {
+		if !r.OK() {
+			t.Errorf("%s: a zero with work done is a measurement", r.System)
+		}
+		line := formatRow(res, r, true)
+		if strings.Contains(line, "failed") || !strings.Contains(line, "| 0 |") || !strings.Contains(line, "88.8%") {
+			t.Errorf("row: %s", line)
+		}
+	}
+	if got := ratio(res.Rows[1], res.Rows[0], true); got != 0 {
+		t.Errorf("ratio to a zero: %v", got)
+	}
+	if (Row{Workload: "x"}).OK() {
+		t.Error("a row with no work and no rate is no measurement")
+	}
+}
+
 func TestTable(t *testing.T) {
 	res := sample()
 	cfg := Config{Scale: scales["tiny"], Latencies: []time.Duration{20 * time.Millisecond},
