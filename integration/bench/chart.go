@@ -7,6 +7,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"gonum.org/v1/plot"
@@ -16,7 +17,8 @@ import (
 	"gonum.org/v1/plot/vg/vgimg"
 )
 
-// chartFloor is the bottom of the log axis: bars start there.
+// chartFloor is the lowest bottom of the log axis: bars start at the
+// decade below the smallest ratio, never lower than this.
 const chartFloor = 0.001
 
 // systemColors gives each system a fixed color.
@@ -89,9 +91,13 @@ func writeChart(path, title string, res *Results, cfg Config, keep func(workload
 			}
 		}
 	}
-	var systems []string
+	groups = slices.DeleteFunc(groups, func(g chartGroup) bool { return !drawable(res, g) })
+	var systems []string // those with a row in the family: no empty legend entries
 	for _, s := range allSystems(cfg) {
-		if s.Role != RoleLocal && contains(cfg.Systems, s.Name) {
+		if s.Role == RoleLocal || !contains(cfg.Systems, s.Name) {
+			continue
+		}
+		if _, ok := res.find(func(x Row) bool { return x.System == s.Name && keep(x.Workload) }); ok {
 			systems = append(systems, s.Name)
 		}
 	}
@@ -126,6 +132,19 @@ func writeChart(path, title string, res *Results, cfg Config, keep func(workload
 	return f.Close()
 }
 
+// drawable reports whether a group has a bar at some latency: a non-zero
+// rate beside a non-zero local disk rate.
+func drawable(res *Results, g chartGroup) bool {
+	for _, r := range res.Rows {
+		if r.OK() && r.Rate > 0 && r.Role != RoleLocal && r.Workload == g.wl && r.Phase == g.phase {
+			if l, ok := res.Local(r); ok && l.Rate > 0 {
+				return true
+			}
+		}
+	}
+	return false
+}
+
 // latencyPlot builds one panel.
 func latencyPlot(res *Results, title string, groups []chartGroup, systems []string, lat string) (*plot.Plot, error) {
 	p := plot.New()
@@ -133,7 +152,6 @@ func latencyPlot(res *Results, title string, groups []chartGroup, systems []stri
 	p.Y.Label.Text = "× local disk"
 	p.Y.Scale = plot.LogScale{}
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
-	p.Y.Min = chartFloor
 	labels := make([]string, len(groups))
 	for i, g := range groups {
 		labels[i] = g.label
@@ -144,9 +162,28 @@ func latencyPlot(res *Results, title string, groups []chartGroup, systems []stri
 	p.Legend.Left = true
 
 	barWidth := vg.Length(0.8/float64(len(systems))) * 0.9 * vg.Inch
+	ratios := make([][]float64, len(systems)) // 0: no bar
+	floor := 0.1
+	for si, sys := range systems {
+		ratios[si] = make([]float64, len(groups))
+		for gi, g := range groups {
+			r, ok := res.find(func(x Row) bool {
+				return x.System == sys && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
+			})
+			local, okL := res.find(func(x Row) bool {
+				return x.Role == RoleLocal && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
+			})
+			if ok && okL && local.Rate > 0 && r.Rate > 0 { // a zero has no place on a log axis
+				v := math.Max(r.Rate/local.Rate, chartFloor)
+				ratios[si][gi] = v
+				floor = math.Min(floor, math.Pow(10, math.Floor(math.Log10(v))))
+			}
+		}
+	}
+	p.Y.Min = floor
 	base := make(plotter.Values, len(groups))
 	for i := range base {
-		base[i] = chartFloor
+		base[i] = floor
 	}
 	baseChart, err := plotter.NewBarChart(base, barWidth)
 	if err != nil {
@@ -155,16 +192,9 @@ func latencyPlot(res *Results, title string, groups []chartGroup, systems []stri
 	maxY := 1.0
 	for si, sys := range systems {
 		vals := make(plotter.Values, len(groups))
-		for gi, g := range groups {
-			r, ok := res.find(func(x Row) bool {
-				return x.System == sys && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
-			})
-			local, okL := res.find(func(x Row) bool {
-				return x.Role == RoleLocal && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
-			})
-			if ok && okL && local.Rate > 0 {
-				v := math.Max(r.Rate/local.Rate, chartFloor)
-				vals[gi] = v - chartFloor
+		for gi, v := range ratios[si] {
+			if v > 0 {
+				vals[gi] = math.Max(v, floor) - floor
 				maxY = math.Max(maxY, v)
 			}
 		}

@@ -110,6 +110,9 @@ type Config struct {
 	// Repeat runs warm phases (and every phase of cache-less systems)
 	// this many times and reports the median.
 	Repeat int
+	// RedrawCharts, if set, is a finished run's output directory whose
+	// charts are drawn again from its results.json; nothing is measured.
+	RedrawCharts string
 	// RcloneFlags are added to every rclone mount.
 	RcloneFlags []string
 	// Backend is where the data lives: "s3" (MinIO) or "gcs"
@@ -135,12 +138,13 @@ func parseFlags(args []string) (Config, error) {
 	chart := fs.Bool("chart", true, "write a chart per workload family (chart-FAMILY.png: each system relative to local disk)")
 	repeat := fs.Int("repeat", 3, "runs of each warm phase (and of every phase on local disk and the GET client); the median is reported")
 	backend := fs.String("backend", envOr("STRATA_BENCH_BACKEND", "s3"), "s3 (MinIO) or gcs (fake-gcs-server: local disk and strata rows only)")
+	redraw := fs.String("redraw-charts", "", "draw the charts of a finished run's output directory again from its results.json, and exit")
 	rcloneFlags := fs.String("rclone-flags", "--use-server-modtime", "flags added to every rclone mount (space-separated); the default spares rclone a HEAD per file for the modification time")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
 	}
 	c := Config{WorkDir: *work, OutDir: *out, Seed: *seed, Verify: *verify, Chart: *chart,
-		StrataFlags: strings.Fields(*strataFlags), RcloneFlags: strings.Fields(*rcloneFlags), Repeat: *repeat}
+		StrataFlags: strings.Fields(*strataFlags), RcloneFlags: strings.Fields(*rcloneFlags), Repeat: *repeat, RedrawCharts: *redraw}
 	if c.Repeat < 1 {
 		return c, fmt.Errorf("-repeat must be at least 1")
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/stratafs/strata/integration/workload"
@@ -13,6 +14,13 @@ import (
 
 func main() {
 	workload.Main("strata-bench", parseFlags, func(ctx context.Context, cfg Config) error {
+		if cfg.RedrawCharts != "" {
+			names, err := redrawCharts(cfg.RedrawCharts)
+			if err == nil {
+				fmt.Printf("Charts written to %s (%s).\n", cfg.RedrawCharts, strings.Join(names, ", "))
+			}
+			return err
+		}
 		_, err := run(ctx, cfg, os.Stdout, os.Stderr)
 		return err
 	})

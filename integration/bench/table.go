@@ -110,7 +110,7 @@ func formatRow(res *Results, r Row, mb bool) string {
 		peer, okP := res.BestPeer(r)
 		ref, okR := res.Reference(r)
 		peerCell := formatRatio(ratio(r, peer, okP))
-		if okP {
+		if peerCell != "" {
 			peerCell += " (" + peer.System + ")"
 		}
 		cells = append(cells, formatRatio(ratio(r, local, okL)), peerCell, formatRatio(ratio(r, ref, okR)))
