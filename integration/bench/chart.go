@@ -170,10 +170,10 @@ func latencyPlot(res *Results, title string, groups []chartGroup, systems []stri
 			r, ok := res.find(func(x Row) bool {
 				return x.System == sys && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
 			})
-			local, okL := res.find(func(x Row) bool {
-				return x.Role == RoleLocal && x.Workload == g.wl && x.Phase == g.phase && x.Latency == lat
-			})
-			if ok && okL && local.Rate > 0 && r.Rate > 0 { // a zero has no place on a log axis
+			if !ok || r.Rate == 0 { // a zero has no place on a log axis
+				continue
+			}
+			if local, okL := res.Local(r); okL && local.Rate > 0 {
 				v := math.Max(r.Rate/local.Rate, chartFloor)
 				ratios[si][gi] = v
 				floor = math.Min(floor, math.Pow(10, math.Floor(math.Log10(v))))

@@ -35,6 +35,13 @@ func redrawCharts(dir string) ([]string, error) {
 		return nil, fmt.Errorf("bench: redraw %s: %w", dir, err)
 	}
 	slices.Sort(lats)
+	// A family with nothing to draw now must not keep an older picture.
+	old, _ := filepath.Glob(filepath.Join(dir, "chart-*.png"))
+	for _, f := range old {
+		if err := os.Remove(f); err != nil {
+			return nil, fmt.Errorf("bench: redraw: %w", err)
+		}
+	}
 	cfg := Config{Latencies: lats, Systems: systemNames(), Workloads: workloadNames()}
 	return writeCharts(dir, &Results{Rows: js.Rows}, cfg)
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -249,5 +252,32 @@ func TestShortPhase(t *testing.T) {
 		if got := shortPhase(in[0], in[1]); got != want {
 			t.Errorf("shortPhase(%v) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRedrawCharts: a finished run's charts are drawn again from its
+// results.json, and a chart no family draws any more is removed.
+func TestRedrawCharts(t *testing.T) {
+	dir := t.TempDir()
+	js, err := json.Marshal(map[string]any{"rows": sample().Rows})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "results.json"), js, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	stale := filepath.Join(dir, "chart-random.png")
+	if err := os.WriteFile(stale, []byte("old"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	names, err := redrawCharts(dir)
+	if err != nil || strings.Join(names, " ") != "chart-small-files.png" {
+		t.Fatalf("redrawn %v, %v; want chart-small-files.png", names, err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "chart-small-files.png")); err != nil {
+		t.Error(err)
+	}
+	if _, err := os.Stat(stale); !os.IsNotExist(err) {
+		t.Errorf("stale chart kept: %v", err)
 	}
 }
