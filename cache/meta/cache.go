@@ -79,7 +79,8 @@ type Cache struct {
 	invalidations []invalidation // recent InvalidatePrefix calls (see installFlat)
 	invalidFloor  int64          // invalidations up to this time were forgotten
 
-	pf *prefetcher // nil when listing prefetch is off
+	pf        *prefetcher   // nil when listing prefetch is off
+	splitWait time.Duration // how long a readdir waits for a split (splitwait.go)
 }
 
 type pointResult struct {
@@ -104,11 +105,12 @@ func New(be backend.Backend, ix *index.Index, opts Options) *Cache {
 		ctx: ctx, cancel: cancel,
 		be: be, ix: ix, tag: index.TagFor(be.String()), opts: opts, log: opts.Logger, now: opts.Clock,
 		dirs: map[string]*dirState{}, lru: list.New(), points: map[string]pointResult{}, warned: map[string]bool{},
-		local:  map[string]map[string]Entry{},
-		health: backend.NewBreaker(time.Second, backendGone, opts.Clock),
+		local:     map[string]map[string]Entry{},
+		health:    backend.NewBreaker(time.Second, backendGone, opts.Clock),
+		splitWait: splitWait,
 	}
 	if opts.ListPrefetch > 0 {
-		c.pf = &prefetcher{max: opts.ListPrefetch, maxHeld: max(opts.MaxEntries, smallListing), maxDirs: maxPrefetchedDirs, pending: map[string]bool{}}
+		c.pf = &prefetcher{max: opts.ListPrefetch, maxHeld: max(opts.MaxEntries, smallListing), maxDirs: maxPrefetchedDirs, pending: map[string]*split{}}
 	}
 	return c
 }

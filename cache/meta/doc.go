@@ -27,10 +27,15 @@
 // least as recent: a load done or running, a local edit or invalidation
 // (dirState.mutatedAt, Cache.invalidations). Local entries (SetLocal) are
 // an overlay and never touched. Splits run under the Cache's context and
-// loads WaitGroup, so Close stops them.
+// loads WaitGroup, so Close stops them. A readdir of a directory strictly
+// inside a split that will install it soon (its first page is coming, or
+// it is inside that directory now) waits for it, up to splitWait, rather
+// than racing it with a request of its own (splitwait.go); a load queues
+// its subtrees before its readers see the end of the listing, so that a
+// walk going on from there finds them queued.
 //
 // Lock order: dirState.persistMu, then Cache.mu, then dirState.mu, then
-// listing.mu; prefetcher.mu is a leaf. Only persistMu is held across an
+// listing.mu; prefetcher.mu is a leaf (split fields are guarded by it). Only persistMu is held across an
 // index write (it orders the writes of overlapping loads, prefetches and
 // edits of one directory); nothing is held across a backend call.
 package meta

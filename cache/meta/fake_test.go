@@ -27,8 +27,10 @@ type fakeBackend struct {
 	// flat listings (Recursive) only: a non-first page waits on gateFlat
 	// if set, and fails if failFlat is set.
 	gateFlat chan struct{}
-	failFlat atomic.Bool
-	flats    atomic.Int64 // Recursive List calls
+	// firstFlat, if set, holds back the first page of every flat listing.
+	firstFlat chan struct{}
+	failFlat  atomic.Bool
+	flats     atomic.Int64 // Recursive List calls
 }
 
 func newFake(pageSize int, keys ...string) *fakeBackend {
@@ -73,6 +75,13 @@ func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListO
 	}
 	if opt.Recursive {
 		f.flats.Add(1)
+		if opt.Token == "" && f.firstFlat != nil {
+			select {
+			case <-f.firstFlat:
+			case <-ctx.Done():
+				return backend.ListPage{}, ctx.Err()
+			}
+		}
 		if opt.Token != "" && f.gateFlat != nil {
 			select {
 			case <-f.gateFlat:

@@ -40,12 +40,12 @@ type prefetcher struct {
 
 	mu      sync.Mutex // a leaf: no other lock is taken under it
 	queue   []string
-	running int             // workers
-	busy    int             // workers listing a subtree (the others are picking one)
-	pending map[string]bool // queued or running split roots
-	done    int             // splits finished (tests wait on it)
-	dirs    int             // directories installed
-	spent   bool            // dirs reached maxDirs: no more prefetch
+	running int               // workers
+	busy    int               // workers listing a subtree (the others are picking one)
+	pending map[string]*split // queued or running splits by root
+	done    int               // splits finished (tests wait on it)
+	dirs    int               // directories installed
+	spent   bool              // dirs reached maxDirs: no more prefetch
 }
 
 // installedOne counts a directory installed and reports whether the
@@ -58,10 +58,7 @@ func (p *prefetcher) installedOne() bool {
 		return !p.spent
 	}
 	p.spent = true
-	for _, r := range p.queue {
-		delete(p.pending, r)
-	}
-	p.queue = nil
+	p.dropQueue()
 	return false
 }
 
@@ -70,7 +67,7 @@ func (p *prefetcher) covered(dir string) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for d := dir; d != ""; {
-		if p.pending[d] {
+		if p.pending[d] != nil {
 			return true
 		}
 		d, _ = Parent(d)
@@ -142,8 +139,8 @@ func (c *Cache) enqueue(dir string, entries []Entry) bool {
 		if len(p.queue) >= maxQueued {
 			break
 		}
-		if !p.pending[r] {
-			p.pending[r] = true
+		if p.pending[r] == nil {
+			p.pending[r] = newSplit()
 			p.queue = append(p.queue, r)
 		}
 	}
@@ -159,11 +156,18 @@ func (p *prefetcher) drop() int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	n := len(p.queue)
+	p.dropQueue()
+	return n
+}
+
+// dropQueue forgets the queued splits (their waiters go on without them).
+// Called with p.mu held.
+func (p *prefetcher) dropQueue() {
 	for _, r := range p.queue {
+		p.pending[r].end()
 		delete(p.pending, r)
 	}
 	p.queue = nil
-	return n
 }
 
 // idle reports whether workers would stand idle: then a big subtree is
@@ -189,12 +193,15 @@ func (c *Cache) prefetchWorker() {
 		p.queue[0] = ""
 		p.queue = p.queue[1:]
 		p.busy++
+		s := p.pending[root]
+		s.running = true
 		p.mu.Unlock()
 
-		c.listSubtree(root)
+		c.listSubtree(root, s)
 
 		p.mu.Lock()
 		p.busy--
+		s.end()
 		delete(p.pending, root)
 		p.done++
 		p.mu.Unlock()
@@ -203,8 +210,8 @@ func (c *Cache) prefetchWorker() {
 
 // listSubtree lists root's subtree flat and installs every directory in
 // it. A split cut short (an error, too many keys, Close) keeps what it
-// sealed; the rest loads the normal way when used.
-func (c *Cache) listSubtree(root string) {
+// sealed; the rest loads the normal way when used. s hears of each page.
+func (c *Cache) listSubtree(root string, s *split) {
 	start := c.now().UnixNano() // conservative: the listing is at least this old
 	installed, spent := 0, false
 	b := newFlatBuilder(root, func(dir string, es []Entry) {
@@ -227,6 +234,9 @@ func (c *Cache) listSubtree(root string) {
 		}
 		for _, o := range page.Objects {
 			b.add(o)
+		}
+		if n := len(page.Objects); n > 0 {
+			c.pf.pageDone(s, page.Objects[n-1].Key)
 		}
 		before := keys
 		keys += len(page.Objects)
@@ -279,8 +289,8 @@ func (c *Cache) fanOut(root string, start int64) bool {
 	m := newMerger(root, func(e Entry) { es = append(es, e) }, c.skipKey, c.shadowKey)
 	m.page(page)
 	m.end()
+	c.enqueue(root, es) // queued before a walk can see root's listing
 	c.installFlat(root, es, start)
-	c.enqueue(root, es)
 	return true
 }
 

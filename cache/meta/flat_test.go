@@ -177,6 +177,8 @@ func gatedSplit(t *testing.T, keys ...string) (*fakeBackend, *Cache, *testClock,
 	clk := &testClock{}
 	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, clk)
 	c.pf.max = 1 // one split, no fan-out
+	// A readdir inside the stuck split lists for itself after this.
+	c.splitWait = 50 * time.Millisecond
 	readAll(t, c, "")
 	deadline := time.Now().Add(20 * time.Second)
 	for be.flats.Load() < 2 { // the first page is in, the second waits
@@ -218,6 +220,8 @@ func TestPrefetchErrorLeavesTheRestToLoads(t *testing.T) {
 	be.failFlat.Store(true) // the second page of a flat listing fails
 	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
 	c.pf.max = 1 // one split, no fan-out
+	// A readdir inside the stuck split lists for itself after this.
+	c.splitWait = 50 * time.Millisecond
 	readAll(t, c, "")
 	waitSplits(t, c, 1)
 	lists := be.lists.Load()
@@ -439,5 +443,45 @@ func TestPrefetchStopsAfterItsDirectoryBudget(t *testing.T) {
 	defer c.pf.mu.Unlock()
 	if c.pf.dirs != 4 {
 		t.Errorf("the prefetch went on after its budget: %d directories installed", c.pf.dirs)
+	}
+}
+
+// TestWalkRidesARunningSplit: a walk that starts at once, before the flat
+// listing's first page is back, waits for it inside the subtree instead
+// of listing every directory itself (the race a slow machine loses).
+func TestWalkRidesARunningSplit(t *testing.T) {
+	be := newFake(1000, treeKeys(4, 3, 2)...) // "", top/, 4 dirs, 12 leaves
+	be.firstFlat = make(chan struct{})
+	want := reference(t, be)
+	be.lists.Store(0)
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	done := make(chan []string)
+	go func() { done <- walk(t, c, "") }()
+	// The walker lists "" and top/ (the split's root) itself and then
+	// reaches top/d00/, inside the split; give it time to go on alone.
+	time.Sleep(200 * time.Millisecond)
+	close(be.firstFlat)
+	got := <-done
+	if !slices.Equal(got, want) {
+		t.Fatalf("walk\n got %q\nwant %q", got, want)
+	}
+	// "", top/ and the split's one page.
+	if n := be.lists.Load(); n != 3 {
+		t.Errorf("the walk and the prefetch sent %d list requests for 18 directories, want 3", n)
+	}
+}
+
+// TestReaddirDoesNotWaitLongForAStuckSplit: a split whose next page does
+// not come holds a readdir inside it back for splitWait, no longer.
+func TestReaddirDoesNotWaitLongForAStuckSplit(t *testing.T) {
+	_, c, _, release := gatedSplit(t, "top/d00/s00/k1", "top/d00/s00/k2", "top/d00/s00/k3", "top/d00/s00/k4", "top/d01/s00/k1")
+	defer release()
+	c.splitWait = 300 * time.Millisecond
+	start := time.Now()
+	if got := readAll(t, c, "top/d00/s00/"); len(got) != 4 {
+		t.Fatalf("readdir = %q", got)
+	}
+	if d := time.Since(start); d < c.splitWait {
+		t.Errorf("readdir inside the split being listed returned after %v, before the split's next page or %v", d, c.splitWait)
 	}
 }

@@ -252,8 +252,11 @@ func (c *Cache) load(ds *dirState, l *listing) {
 		return
 	}
 	fetched := c.now().UnixNano()
-	l.finish(nil, fetched)              // readers have it all now
-	defer c.prefetch(ds.dir, l.entries) // complete: entries no longer change
+	// Its subtrees are queued before readers see the end of the listing,
+	// so that a walk going on from here finds them queued (splitwait.go).
+	// The entries are complete: they no longer change.
+	c.prefetch(ds.dir, l.entries)
+	l.finish(nil, fetched) // readers have it all now
 
 	ds.mu.Lock()
 	if ds.loading == l {

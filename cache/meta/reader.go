@@ -36,6 +36,11 @@ func (c *Cache) OpenDir(ctx context.Context, dir string) *Reader {
 		r.l = cur
 		return r
 	}
+	c.awaitSplit(ctx, ds)
+	if cur := ds.current(c); cur != nil && c.fresh(cur.fetchedAt) {
+		r.l = cur
+		return r
+	}
 	r.l = c.startLoad(ds)
 	return r
 }
