@@ -80,3 +80,48 @@ func TestWarmOnMount(t *testing.T) {
 		t.Fatalf("reading the warmed prefix with the bucket gone:\n%s", d)
 	}
 }
+
+// TestDirPrefetchWaitsForAShareOfABigDirectory: a few random files of a big
+// directory are a sample, not a walk (a DataLoader's first batch over
+// 1,000-file directories opens two or three in each): the directory is
+// warmed only once 3% of its small files have been opened.
+func TestDirPrefetchWaitsForAShareOfABigDirectory(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	files := map[string][]byte{}
+	var total int64
+	for i := range 200 { // 3% is 6 files
+		d := randData(uint64(i), 1<<10)
+		files[fmt.Sprintf("train/img%03d.jpg", i)] = d
+		total += int64(len(d))
+	}
+	put(t, srv.writer(t, bucket), files)
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	read := func(i int) {
+		if _, err := os.ReadFile(filepath.Join(m.dir, "train", fmt.Sprintf("img%03d.jpg", i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, i := range []int{7, 123, 191} {
+		read(i)
+	}
+	// Had three files started warming it, 200 KiB from a local MinIO
+	// would be in by now.
+	time.Sleep(time.Second)
+	if s, _ := readSessionNow(t, m); s.FetchedBytes != 3<<10 {
+		t.Fatalf("fetched %d bytes after 3 of 200 files were read, want 3 KiB (not warmed)", s.FetchedBytes)
+	}
+	for _, i := range []int{11, 54, 88} {
+		read(i)
+	}
+	var s session
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if s, _ = readSessionNow(t, m); s.FetchedBytes >= total {
+			break
+		}
+	}
+	if s.FetchedBytes != total {
+		t.Fatalf("fetched %d of %d bytes after 6 of 200 files were read: the directory was not warmed", s.FetchedBytes, total)
+	}
+}

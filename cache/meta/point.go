@@ -144,3 +144,10 @@ func (c *Cache) staleAnswer(dir, name string) (Entry, bool, bool) {
 	}
 	return Entry{}, false, false
 }
+
+// Listed reports whether the cache holds a fresh complete listing of dir,
+// with no backend request.
+func (c *Cache) Listed(dir string) bool {
+	cur := c.dir(dir).current(c)
+	return cur != nil && c.fresh(cur.fetchedAt)
+}

@@ -46,7 +46,7 @@ func bindMountFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.StringVar(&c.Passthrough, "passthrough", c.Passthrough, "hand fully cached files to the kernel: auto, on (fail if unavailable) or off")
 	fs.StringVar(&c.IOEngine, "io-engine", c.IOEngine, "cache file I/O: auto, uring or pread")
 	fs.BoolVar(&c.ListPrefetch, "list-prefetch", c.ListPrefetch, "when a directory with subdirectories is listed, list their subtrees flat and in parallel in the background")
-	fs.BoolVar(&c.DirPrefetch, "dir-prefetch", c.DirPrefetch, "when readers open several uncached small files of a directory, fetch its other small files in the background")
+	fs.BoolVar(&c.DirPrefetch, "dir-prefetch", c.DirPrefetch, "when readers open a share of a directory's uncached small files (3%, at least 3), fetch its other small files in the background")
 
 	bindWriteFlags(fs, &c.Write)
 	bindSharedFlags(fs, &c.Shared)
