@@ -11,11 +11,6 @@
 // old version never serve the new one, and handles opened on the old
 // version keep reading exactly the bytes they opened.
 //
-// A lookup the metadata cache answers with a probe of the bucket may bring
-// the whole object with it (meta's Options.HeadBytes): the lookup seeds the
-// cache with it (warm.go: seed), into the object the node opens, so that
-// opening a small file by path costs the lookup's round trip only.
-//
 // Read path per open: a fully cached (and verified) object gets a FUSE
 // passthrough handle on its cache file, so the kernel reads the NVMe copy
 // itself; anything else gets a userspace handle served by a

@@ -3,9 +3,7 @@
 // imports the AWS SDK. It owns the client configuration (credential chain,
 // endpoint, region, AWS_CA_BUNDLE, connection pool, retries and timeouts),
 // the mapping of S3 answers to backend errors, ranged reads that never mix
-// versions, multipart uploads and server-side copies. StatHead (head.go)
-// is a ranged GET of an object's first bytes in place of a HEAD: a lookup
-// then brings a small file with it.
+// versions, multipart uploads and server-side copies.
 //
 // # Configuration
 //

@@ -14,11 +14,6 @@
 // stale listing keeps being served (with a warning), because a training
 // job would rather see yesterday's tree than EIO.
 //
-// A name no listing answers is probed (point.go): a one-key LIST of
-// "name/" and, at once, backend.StatHead, which on S3 is a GET of the
-// object's first Options.HeadBytes; an object that fits is returned whole
-// in Entry.Head (never kept here) for the caller to cache.
-//
 // Listing prefetch (flat.go, flatbuild.go): when a load from the backend
 // finds subdirectories, their subtrees are listed in the background flat
 // (no delimiter), one split per subdirectory, at most Options.ListPrefetch
