@@ -50,18 +50,10 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 		return nil, toErrno(err)
 	}
-	ch := d.child(ctx, e, out)
-	if fn, ok := ch.Operations().(*fileNode); ok && e.Head != nil {
-		// Only into the object the node opens: a node that already
-		// existed (a file written here, say) may name another version.
-		fn.mu.Lock()
-		ne := fn.entry
-		fn.mu.Unlock()
-		if !ne.Local && ne.Version == e.Version && ne.Size == e.Size && ne.MTime == e.MTime {
-			d.fsys.seed(fn.key.get(), ne, e.Head)
-		}
+	if e.Head != nil {
+		d.fsys.seed(meta.Join(d.key.get(), name, false), e)
 	}
-	return ch, 0
+	return d.child(ctx, e, out), 0
 }
 
 // child makes (or finds) the inode of entry e and fills out.

@@ -160,22 +160,16 @@ func (w *dirWarmer) warm(dir string, s *dirSeen) {
 	f.log.Debug("fs: warmed directory", "dir", dir, "files", warmed)
 }
 
-// seed caches a small file a lookup read whole (meta's Options.HeadBytes)
-// as the node's entry e names it: the open that follows finds it complete
-// and hands it to the kernel, with no request of its own. For the
-// directory warmer, that open is the opening of an uncached small file.
-func (f *FS) seed(key string, e meta.Entry, head []byte) {
+// seed caches a small file a lookup read whole (meta's Options.HeadBytes):
+// the open that follows finds it complete and hands it to the kernel, with
+// no request of its own.
+func (f *FS) seed(key string, e meta.Entry) {
 	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: key, Version: e.Version, Size: e.Size, MTime: e.MTime})
 	if err != nil {
 		return
 	}
-	seeded, err := f.fetch.Seed(obj, head)
-	obj.Release()
-	if err != nil && !errors.Is(err, cache.ErrNoSpace) {
+	defer obj.Release()
+	if err := f.fetch.Seed(obj, e.Head); err != nil && !errors.Is(err, cache.ErrNoSpace) {
 		f.log.Warn("fs: caching a file read at lookup", "key", key, "err", err)
-	}
-	if seeded && f.warmer != nil && e.Size <= f.fetch.Options().SmallObject {
-		dir, name := meta.Parent(key)
-		f.warmer.opened(dir, name)
 	}
 }

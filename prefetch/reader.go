@@ -284,20 +284,13 @@ func (r *Reader) readahead(off, n int64) {
 
 // Seed caches the whole content of a one-block object that the caller
 // read itself (a lookup that read the object's head, see meta's
-// Options.HeadBytes), counted as a demand fetch of it, and its first read
-// (or passthrough open) as a prefetch hit: it came from the origin in
-// this run, ahead of the read. An object already cached, or not of one
-// block, is left alone; seeded reports whether o was seeded.
-func (f *Fetcher) Seed(o *cache.Object, data []byte) (seeded bool, err error) {
+// Options.HeadBytes), counted as a demand fetch of it. An object already
+// cached, or not of one block, is left alone.
+func (f *Fetcher) Seed(o *cache.Object, data []byte) error {
 	if o.NumBlocks() != 1 || int64(len(data)) != o.Size() || o.Has(0) {
-		return false, nil
+		return nil
 	}
 	f.stats.Fetches[Demand].Add(1)
 	f.stats.FetchedBytes[Demand].Add(int64(len(data)))
-	o.MarkPrefetched(0) // before it is present, as the fetcher does
-	if err := o.WriteBlock(0, data); err != nil {
-		o.TakePrefetched(0)
-		return false, err
-	}
-	return true, nil
+	return o.WriteBlock(0, data)
 }

@@ -11,7 +11,7 @@
 //		})
 //	}
 //
-// The suite covers Stat, StatHead, List (order, paging, recursion, odd keys), ReadRange
+// The suite covers Stat, List (order, paging, recursion, odd keys), ReadRange
 // (ranges, pinned versions, short bodies, concurrency) and Writer, Copier
 // and Deleter; a backend declared ReadOnly is checked to lack all three or
 // refuse them with ErrNotSupported instead. Nothing is skipped: optional behaviours a

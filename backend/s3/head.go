@@ -50,10 +50,7 @@ func (b *Backend) StatHead(ctx context.Context, key string, max int64) (backend.
 	want := min(info.Size, max)
 	head := make([]byte, want)
 	if _, err := io.ReadFull(out.Body, head); err != nil {
-		// A body cut short: the lookup needs no bytes, and a HEAD has no
-		// body to lose (the bytes are read at open, where reads resume).
-		info, err := b.Stat(ctx, key)
-		return info, nil, err
+		return backend.ObjectInfo{}, nil, fmt.Errorf("s3: stat %s: reading its first %d bytes: %w: %w", key, want, backend.ErrUnavailable, err)
 	}
 	return info, head, nil
 }

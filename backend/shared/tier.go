@@ -102,12 +102,9 @@ func (t *Tier) Stat(ctx context.Context, key string) (backend.ObjectInfo, error)
 	return t.origin.Stat(ctx, key)
 }
 
-// StatHead is the origin's Stat, with no head: the bytes of a small file
-// are read through the tier (ReadRange), which serves them from the shared
-// bucket when a peer fetched them, rather than from the origin by a lookup.
-func (t *Tier) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := t.origin.Stat(ctx, key)
-	return info, nil, err
+// StatHead passes through to the origin.
+func (t *Tier) StatHead(ctx context.Context, key string, max int64) (backend.ObjectInfo, []byte, error) {
+	return t.origin.StatHead(ctx, key, max)
 }
 
 // List passes through to the origin.
