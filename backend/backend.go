@@ -79,13 +79,6 @@ type Backend interface {
 	// Stat returns the current version of key, or ErrNotExist.
 	Stat(ctx context.Context, key string) (ObjectInfo, error)
 
-	// StatHead is Stat that may also return up to max of the object's
-	// first bytes, where the backend gets them in the same request (a
-	// ranged GET instead of a HEAD): a small file looked up is then read
-	// too. head is nil where it does not (local directories), and shorter
-	// than min(max, Size) never: it is all of them or nil.
-	StatHead(ctx context.Context, key string, max int64) (info ObjectInfo, head []byte, err error)
-
 	// List returns one page of the keys under prefix. prefix is "" or
 	// ends in "/". A bucket that does not exist is ErrNoBucket.
 	List(ctx context.Context, prefix string, opt ListOptions) (ListPage, error)

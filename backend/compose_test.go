@@ -23,12 +23,6 @@ func (p parts) Stat(context.Context, string) (backend.ObjectInfo, error) {
 	p.rec("Stat")
 	return backend.ObjectInfo{}, nil
 }
-
-// StatHead is Stat, with no head.
-func (p parts) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := p.Stat(ctx, key)
-	return info, nil, err
-}
 func (p parts) List(context.Context, string, backend.ListOptions) (backend.ListPage, error) {
 	p.rec("List")
 	return backend.ListPage{}, nil

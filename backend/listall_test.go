@@ -15,9 +15,6 @@ func (l *pagedLister) String() string { return "paged://" }
 func (l *pagedLister) Stat(context.Context, string) (ObjectInfo, error) {
 	return ObjectInfo{}, ErrNotExist
 }
-func (l *pagedLister) StatHead(context.Context, string, int64) (ObjectInfo, []byte, error) {
-	return ObjectInfo{}, nil, ErrNotExist
-}
 func (l *pagedLister) ReadRange(context.Context, string, string, int64, int64) (io.ReadCloser, error) {
 	return nil, ErrNotExist
 }

@@ -50,9 +50,6 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 		return nil, toErrno(err)
 	}
-	if e.Head != nil {
-		d.fsys.seed(meta.Join(d.key.get(), name, false), e)
-	}
 	return d.child(ctx, e, out), 0
 }
 

@@ -106,12 +106,6 @@ func (b *memBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo, 
 	return backend.ObjectInfo{}, fmt.Errorf("mem: stat %s: %w", key, backend.ErrNotExist)
 }
 
-// StatHead is Stat, with no head.
-func (b *memBackend) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := b.Stat(ctx, key)
-	return info, nil, err
-}
-
 // List returns everything in one page: the tests here are about names,
 // not paging (cache/meta's tests page).
 func (b *memBackend) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {

@@ -2,7 +2,6 @@ package fs
 
 import (
 	"context"
-	"errors"
 	"sync"
 	"time"
 
@@ -158,18 +157,4 @@ func (w *dirWarmer) warm(dir string, s *dirSeen) {
 		warmed++
 	}
 	f.log.Debug("fs: warmed directory", "dir", dir, "files", warmed)
-}
-
-// seed caches a small file a lookup read whole (meta's Options.HeadBytes):
-// the open that follows finds it complete and hands it to the kernel, with
-// no request of its own.
-func (f *FS) seed(key string, e meta.Entry) {
-	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: key, Version: e.Version, Size: e.Size, MTime: e.MTime})
-	if err != nil {
-		return
-	}
-	defer obj.Release()
-	if err := f.fetch.Seed(obj, e.Head); err != nil && !errors.Is(err, cache.ErrNoSpace) {
-		f.log.Warn("fs: caching a file read at lookup", "key", key, "err", err)
-	}
 }

@@ -48,12 +48,6 @@ func (f *fakeBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo,
 	return backend.ObjectInfo{Key: key, Size: int64(len(d)), Version: f.vers[key]}, nil
 }
 
-// StatHead is Stat, with no head.
-func (f *fakeBackend) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := f.Stat(ctx, key)
-	return info, nil, err
-}
-
 func (f *fakeBackend) List(context.Context, string, backend.ListOptions) (backend.ListPage, error) {
 	return backend.ListPage{}, nil
 }

@@ -51,12 +51,6 @@ func (m *memBackend) Stat(_ context.Context, key string) (backend.ObjectInfo, er
 	return backend.ObjectInfo{Key: key, Size: int64(len(b)), Version: "v1"}, nil
 }
 
-// StatHead is Stat, with no head.
-func (m *memBackend) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := m.Stat(ctx, key)
-	return info, nil, err
-}
-
 func (m *memBackend) List(context.Context, string, backend.ListOptions) (backend.ListPage, error) {
 	return backend.ListPage{}, nil
 }

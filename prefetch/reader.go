@@ -281,16 +281,3 @@ func (r *Reader) readahead(off, n int64) {
 		r.mu.Unlock()
 	}
 }
-
-// Seed caches the whole content of a one-block object that the caller
-// read itself (a lookup that read the object's head, see meta's
-// Options.HeadBytes), counted as a demand fetch of it. An object already
-// cached, or not of one block, is left alone.
-func (f *Fetcher) Seed(o *cache.Object, data []byte) error {
-	if o.NumBlocks() != 1 || int64(len(data)) != o.Size() || o.Has(0) {
-		return nil
-	}
-	f.stats.Fetches[Demand].Add(1)
-	f.stats.FetchedBytes[Demand].Add(int64(len(data)))
-	return o.WriteBlock(0, data)
-}

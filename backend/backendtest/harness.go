@@ -31,9 +31,6 @@ type Caps struct {
 	FolderObjects bool
 	// KeyAndPrefix: "k" and "k/child" can both exist.
 	KeyAndPrefix bool
-	// Heads: StatHead returns the head of a non-empty object (a GET, not
-	// a HEAD).
-	Heads bool
 }
 
 // Harness tells Run how to get backends to test.
@@ -74,7 +71,6 @@ func Run(t *testing.T, h Harness) {
 		h.PartSize = 5 << 20
 	}
 	t.Run("Stat", func(t *testing.T) { testStat(t, h) })
-	t.Run("StatHead", func(t *testing.T) { testStatHead(t, h) })
 	t.Run("List", func(t *testing.T) { testList(t, h) })
 	t.Run("OddKeys", func(t *testing.T) { testOddKeys(t, h) })
 	t.Run("ReadRange", func(t *testing.T) { testReadRange(t, h) })

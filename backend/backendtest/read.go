@@ -44,45 +44,6 @@ func testStat(t *testing.T, h Harness) {
 	})
 }
 
-// testStatHead: StatHead answers as Stat does, and a head it returns is
-// exactly the object's first min(size, max) bytes.
-func testStatHead(t *testing.T, h Harness) {
-	t.Run("Sizes", func(t *testing.T) {
-		b := h.leaf(t)
-		const max = 1000
-		for _, size := range []int{0, 1, max - 1, max, max + 1, 5000} {
-			key := fmt.Sprintf("h/obj-%d", size)
-			data := payload(size, 3)
-			h.seed(t, b, key, data)
-			want, err := b.Stat(ctx(t), key)
-			if err != nil {
-				t.Fatal(err)
-			}
-			info, head, err := b.StatHead(ctx(t), key, max)
-			if err != nil {
-				t.Fatalf("StatHead(%q): %v", key, err)
-			}
-			if info.Key != want.Key || info.Size != want.Size || info.Version != want.Version || !info.MTime.Equal(want.MTime) {
-				t.Fatalf("StatHead(%q) = %+v, Stat = %+v", key, info, want)
-			}
-			if h.Caps.Heads && size > 0 && head == nil {
-				t.Fatalf("StatHead(%q) returned no head", key)
-			}
-			if head != nil && !bytes.Equal(head, data[:min(size, max)]) {
-				t.Fatalf("StatHead(%q) head: %d bytes, want the first %d of the object", key, len(head), min(size, max))
-			}
-		}
-	})
-	t.Run("NotExist", func(t *testing.T) {
-		b := h.leaf(t)
-		h.seed(t, b, "h/d/obj", []byte("x"))
-		for _, key := range []string{"nope", "h/nope", "h", "h/d"} {
-			_, _, err := b.StatHead(ctx(t), key, 100)
-			wantErr(t, fmt.Sprintf("StatHead(%q)", key), err, backend.ErrNotExist)
-		}
-	})
-}
-
 func testReadRange(t *testing.T, h Harness) {
 	const size = 3001
 	data := payload(size, 7)

@@ -39,14 +39,6 @@ func (b *Backend) Stat(ctx context.Context, key string) (backend.ObjectInfo, err
 	return b.inner.Stat(ctx, key)
 }
 
-// StatHead is the inner StatHead behind the faults of OpStat.
-func (b *Backend) StatHead(ctx context.Context, key string, max int64) (backend.ObjectInfo, []byte, error) {
-	if _, err := b.before(ctx, Call{Op: OpStat, Key: key}); err != nil {
-		return backend.ObjectInfo{}, nil, err
-	}
-	return b.inner.StatHead(ctx, key, max)
-}
-
 // List is the inner List behind the faults of OpList.
 func (b *Backend) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	if _, err := b.before(ctx, Call{Op: OpList, Key: prefix, Version: opt.Token}); err != nil {

@@ -173,11 +173,3 @@ func (b *Backend) opErr(ctx, octx context.Context, err error) error {
 	}
 	return err
 }
-
-// StatHead is Stat: object metadata comes from the JSON API, and a media
-// read does not always carry the generation (emulators leave it out), so
-// a GCS lookup stays a metadata request and the file is read at open.
-func (b *Backend) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := b.Stat(ctx, key)
-	return info, nil, err
-}

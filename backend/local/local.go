@@ -164,13 +164,6 @@ func (b *Backend) Stat(ctx context.Context, key string) (backend.ObjectInfo, err
 	return objectInfo(key, fi), nil
 }
 
-// StatHead is Stat: reading a local file's head costs as much as opening
-// it later, so nothing is gained by doing it at lookup.
-func (b *Backend) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := b.Stat(ctx, key)
-	return info, nil, err
-}
-
 // objectInfo builds the ObjectInfo of a regular file.
 func objectInfo(key string, fi os.FileInfo) backend.ObjectInfo {
 	return backend.ObjectInfo{Key: key, Size: fi.Size(), MTime: fi.ModTime(), Version: fingerprint(fi)}

@@ -59,7 +59,6 @@ func TestConformanceMinIO(t *testing.T) {
 			// MinIO stores "k" as a directory k/ holding xl.meta: an
 			// object "k/child" is then hidden from listings.
 			KeyAndPrefix: false,
-			Heads:        true,
 		},
 		Parallel: true,
 	})

@@ -149,12 +149,6 @@ func (m *memStore) Stat(ctx context.Context, key string) (backend.ObjectInfo, er
 	return backend.ObjectInfo{Key: key, Size: int64(len(b)), Version: m.vers[key]}, nil
 }
 
-// StatHead is Stat, with no head.
-func (m *memStore) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := m.Stat(ctx, key)
-	return info, nil, err
-}
-
 func (m *memStore) List(ctx context.Context, prefix string, _ backend.ListOptions) (backend.ListPage, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()

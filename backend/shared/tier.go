@@ -102,11 +102,6 @@ func (t *Tier) Stat(ctx context.Context, key string) (backend.ObjectInfo, error)
 	return t.origin.Stat(ctx, key)
 }
 
-// StatHead passes through to the origin.
-func (t *Tier) StatHead(ctx context.Context, key string, max int64) (backend.ObjectInfo, []byte, error) {
-	return t.origin.StatHead(ctx, key, max)
-}
-
 // List passes through to the origin.
 func (t *Tier) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	return t.origin.List(ctx, prefix, opt)

@@ -26,10 +26,6 @@ type Entry struct {
 	// Local marks a file written through this mount whose content is not
 	// (yet) the bucket's: it lives in a staging file (set by SetLocal only).
 	Local bool
-	// Head is the object's whole content when the lookup that returned
-	// this entry read it (Options.HeadBytes): only on the Entry a probe
-	// just returned, never kept by the cache.
-	Head []byte
 }
 
 // Options configure a Cache.
@@ -44,13 +40,8 @@ type Options struct {
 	// background when a directory with subdirectories is loaded (each
 	// one list request at a time); 0 turns the prefetch off.
 	ListPrefetch int
-	// HeadBytes: a lookup of a name the cache does not know reads up to
-	// this many of the object's first bytes in the same request where the
-	// backend can (backend.StatHead); an object no bigger comes back whole
-	// in Entry.Head. 0 sends a plain Stat.
-	HeadBytes int64
-	Logger    *slog.Logger
-	Clock     func() time.Time
+	Logger       *slog.Logger
+	Clock        func() time.Time
 }
 
 // DefaultOptions: 60 s TTL, 250k entries in memory (about 50 MiB), 16

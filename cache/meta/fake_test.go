@@ -68,12 +68,6 @@ func (f *fakeBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo,
 	return backend.ObjectInfo{}, backend.ErrNotExist
 }
 
-// StatHead is Stat, with no head.
-func (f *fakeBackend) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := f.Stat(ctx, key)
-	return info, nil, err
-}
-
 func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	f.lists.Add(1)
 	if f.down.Load() {

@@ -189,12 +189,6 @@ func (b cancelAware) Stat(ctx context.Context, key string) (backend.ObjectInfo, 
 	return b.fakeBackend.Stat(ctx, key)
 }
 
-// StatHead is Stat, with no head.
-func (b cancelAware) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := b.Stat(ctx, key)
-	return info, nil, err
-}
-
 func (b cancelAware) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	if err := ctx.Err(); err != nil {
 		return backend.ListPage{}, err

@@ -51,7 +51,7 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 	// kernel interrupts a request whenever the calling thread gets a
 	// signal (the Go runtime's SIGURG preemption included), and open() or
 	// stat() would fail with EINTR. The backend's own timeouts bound it.
-	info, head, isDir, isFile, err := c.probe(context.WithoutCancel(ctx), key)
+	info, isDir, isFile, err := c.probe(context.WithoutCancel(ctx), key)
 	if err != nil {
 		if e, found, ok := c.staleAnswer(dir, name); ok {
 			c.warnOnce("stale\x00"+key, "meta: backend unreachable; serving cached metadata past its TTL", "key", key, "err", err)
@@ -76,20 +76,15 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 	if !p.exists {
 		return Entry{}, backend.ErrNotExist
 	}
-	e := p.e
-	if !isDir && int64(len(head)) == e.Size {
-		e.Head = head // the whole object
-	}
-	return e, nil
+	return p.e, nil
 }
 
-// probe asks the backend about key: a HEAD (or a GET of its head, see
-// Options.HeadBytes) and a one-key LIST of key+"/" at once. A directory
-// wins over a file of the same name (logged once).
-func (c *Cache) probe(ctx context.Context, key string) (info backend.ObjectInfo, head []byte, isDir, isFile bool, err error) {
+// probe asks the backend about key: a HEAD and a one-key LIST of key+"/"
+// at once. A directory wins over a file of the same name (logged once).
+func (c *Cache) probe(ctx context.Context, key string) (info backend.ObjectInfo, isDir, isFile bool, err error) {
 	sent, err := c.allowBackend()
 	if err != nil {
-		return info, nil, false, false, err
+		return info, false, false, err
 	}
 	defer func() { c.health.Done(false, sent, err) }()
 	var (
@@ -99,7 +94,7 @@ func (c *Cache) probe(ctx context.Context, key string) (info backend.ObjectInfo,
 		listErr error
 	)
 	wg.Add(2)
-	go func() { defer wg.Done(); info, head, statErr = c.be.StatHead(ctx, key, c.opts.HeadBytes) }()
+	go func() { defer wg.Done(); info, statErr = c.be.Stat(ctx, key) }()
 	go func() {
 		defer wg.Done()
 		page, listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})
@@ -119,7 +114,7 @@ func (c *Cache) probe(ctx context.Context, key string) (info backend.ObjectInfo,
 	case statErr != nil && !errors.Is(statErr, backend.ErrNotExist):
 		err = statErr
 	}
-	return info, head, isDir, isFile, err
+	return info, isDir, isFile, err
 }
 
 // probedEntry is the entry a probe found (meaningless if it found none).

@@ -57,12 +57,6 @@ func (b *fakeBucket) Stat(ctx context.Context, key string) (backend.ObjectInfo, 
 	return backend.ObjectInfo{Key: key, Size: int64(len(d)), Version: b.vers[key]}, nil
 }
 
-// StatHead is Stat, with no head.
-func (b *fakeBucket) StatHead(ctx context.Context, key string, _ int64) (backend.ObjectInfo, []byte, error) {
-	info, err := b.Stat(ctx, key)
-	return info, nil, err
-}
-
 // List lists every key under prefix (the manager lists recursively only).
 func (b *fakeBucket) List(ctx context.Context, prefix string, _ backend.ListOptions) (backend.ListPage, error) {
 	b.mu.Lock()

@@ -114,14 +114,6 @@ func (b *instrumented) Stat(ctx context.Context, key string) (backend.ObjectInfo
 	return oi, err
 }
 
-// StatHead counts as a stat: it is a lookup's request, whichever it is.
-func (b *instrumented) StatHead(ctx context.Context, key string, max int64) (backend.ObjectInfo, []byte, error) {
-	start := time.Now()
-	oi, head, err := b.inner.StatHead(ctx, key, max)
-	b.m.done("stat", start, err)
-	return oi, head, err
-}
-
 func (b *instrumented) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	start := time.Now()
 	p, err := b.inner.List(ctx, prefix, opt)

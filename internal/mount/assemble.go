@@ -152,9 +152,6 @@ func (s *Mount) open(ctx context.Context, owner string, serving bool) error {
 	}
 	mo := meta.DefaultOptions()
 	mo.TTL, mo.Logger = time.Duration(cfg.MetadataTTL), log
-	// A lookup reads a small file whole in the request that finds it (one
-	// round trip instead of two before its first byte), up to one block.
-	mo.HeadBytes = min(lookupHeadBytes, int64(cfg.BlockSize), int64(cfg.SmallObject))
 	if !cfg.ListPrefetch {
 		mo.ListPrefetch = 0
 	}
@@ -174,7 +171,3 @@ func (s *Mount) open(ctx context.Context, owner string, serving bool) error {
 func (s *Mount) WarmJob(req warm.Request) *warm.Job {
 	return &warm.Job{Meta: s.meta, Store: s.store, Fetch: s.fetch, Source: s.be.String(), Root: s.src.Prefix, Req: req}
 }
-
-// lookupHeadBytes is how much of an object a lookup reads with it: images
-// and samples of a dataset (ImageNet's JPEGs average 110 KiB) come whole.
-const lookupHeadBytes = 256 << 10
