@@ -44,6 +44,10 @@ func (checkpoint) Name() string   { return "checkpoint" }
 func (checkpoint) Unit() string   { return "MB/s" }
 func (checkpoint) Writable() bool { return true }
 
+// OneLatency: the checkpoint runs in the last latency block only (see
+// OneLatency).
+func (checkpoint) OneLatency() bool { return true }
+
 func (checkpoint) Title(c Config) string {
 	size := workload.FormatSize(c.Scale.CheckpointSize)
 	return fmt.Sprintf("Checkpoints as trainers write them (PyTorch in a process of its own): torch.save of a %s state dict "+

@@ -38,7 +38,11 @@ type Run struct {
 	SkippedWorkloads map[string]string
 	Versions         map[string]string
 	Commands         map[string]string // system -> a mount command it used
-	Args             []string
+	// Setup is the time to make, upload and serve the data; Spent is the
+	// time each workload took, over every system and latency.
+	Setup time.Duration
+	Spent map[string]time.Duration
+	Args  []string
 	// LoadStart and LoadEnd are the load averages around the run.
 	LoadStart, LoadEnd string
 }
@@ -49,6 +53,7 @@ type Run struct {
 func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error) {
 	r := &Run{Cfg: cfg, Results: &Results{}, Started: time.Now(), Skipped: map[string]string{},
 		SkippedWorkloads: map[string]string{}, Versions: map[string]string{}, Commands: map[string]string{}, Args: os.Args[1:],
+		Spent:     map[string]time.Duration{},
 		LoadStart: workload.LoadAverage()}
 	logf := func(format string, args ...any) {
 		fmt.Fprintf(progress, "[%6s] %s\n", time.Since(r.Started).Round(time.Second), fmt.Sprintf(format, args...))
@@ -76,6 +81,7 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 	}
 	logf("strata-bench: scale %s, workloads %v, systems %v, latencies %v", cfg.Scale.Name, cfg.Workloads, cfg.Systems, cfg.Latencies)
 	env, err := setup(ctx, cfg, wls, logf)
+	r.Setup = time.Since(r.Started)
 	if err != nil {
 		return r, err
 	}
@@ -120,8 +126,11 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 // time, which matters on a machine whose load drifts. Local disk, which
 // does not use the network, is measured again in every latency block.
 func (r *Run) measureAll(ctx context.Context, env *Env, systems []System, wls []Workload, logf func(string, ...any)) error {
-	for _, lat := range env.Lats {
+	for i, lat := range env.Lats {
 		for _, w := range wls {
+			if !runsAt(w, i, len(env.Lats)) {
+				continue
+			}
 			for _, s := range systems {
 				if s.Runs != nil && !s.Runs(w.Name()) {
 					if why := notRun(s, w.Name()); why != "" {
@@ -152,6 +161,7 @@ func notRun(s System, w string) string {
 // recorded as a row and the run goes on; only cancellation stops it.
 func (r *Run) measure(ctx context.Context, env *Env, w Workload, s System, lat Latency, latName string, logf func(string, ...any)) error {
 	logf("%s on %s at %s", w.Name(), s.Name, latName)
+	defer func(start time.Time) { r.Spent[w.Name()] += time.Since(start) }(time.Now())
 	p := &Phases{env: env, wl: w, sys: s, lat: latName, logf: logf}
 	wctx, cancel := context.WithTimeout(ctx, env.Cfg.Timeout)
 	defer cancel()

@@ -36,6 +36,7 @@ func (r *Run) writeReport(out io.Writer) error {
 		"started": r.Started, "elapsed_s": r.Elapsed.Seconds(), "scale": r.Cfg.Scale.Name,
 		"machine": r.machine(), "versions": r.Versions, "skipped": r.Skipped,
 		"skipped_workloads": r.SkippedWorkloads, "rows": r.Results.Rows,
+		"setup_s": r.Setup.Seconds(), "workload_s": seconds(r.Spent),
 	}, "", "  ")
 	if err != nil {
 		return err
@@ -69,6 +70,9 @@ func (r *Run) markdown(w io.Writer) {
 	fmt.Fprintf(w, "- machine: %s\n", r.machine())
 	fmt.Fprintf(w, "- run: %s, took %s; load average %s at the start, %s at the end (other work on the machine skews figures)\n",
 		r.Started.Format(time.RFC3339), r.Elapsed.Round(time.Second), r.LoadStart, r.LoadEnd)
+	if spent := r.timeSpent(); spent != "" {
+		fmt.Fprintf(w, "- time spent: %s\n", spent)
+	}
 	server := "one MinIO"
 	if r.Cfg.Backend == "gcs" {
 		server = "one fake-gcs-server (gs://; MinIO only for the second node's shared tier)"
@@ -127,4 +131,28 @@ func (r *Run) markdown(w io.Writer) {
 		}
 	}
 	fmt.Fprintln(w)
+}
+
+// timeSpent says where the run's time went: setup, then each workload
+// (over every system and latency) in report order.
+func (r *Run) timeSpent() string {
+	if r.Setup == 0 && len(r.Spent) == 0 {
+		return ""
+	}
+	parts := []string{"setup (data, upload, servers) " + r.Setup.Round(time.Second).String()}
+	for _, name := range workloadNames() {
+		if d, ok := r.Spent[name]; ok {
+			parts = append(parts, fmt.Sprintf("%s %s", name, d.Round(time.Second)))
+		}
+	}
+	return strings.Join(parts, ", ")
+}
+
+// seconds converts durations for results.json.
+func seconds(m map[string]time.Duration) map[string]float64 {
+	out := make(map[string]float64, len(m))
+	for k, d := range m {
+		out[k] = d.Seconds()
+	}
+	return out
 }

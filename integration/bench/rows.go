@@ -49,6 +49,16 @@ func (res *Results) find(match func(Row) bool) (Row, bool) {
 	return Row{}, false
 }
 
+// ran reports whether any row, failed or not, is of workload at latency.
+func (res *Results) ran(workload, latency string) bool {
+	for _, r := range res.Rows {
+		if r.Workload == workload && r.Latency == latency {
+			return true
+		}
+	}
+	return false
+}
+
 // Local is the local-disk row of the same workload and phase, measured in
 // the same latency block.
 func (res *Results) Local(r Row) (Row, bool) {

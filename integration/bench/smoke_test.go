@@ -134,10 +134,14 @@ func TestSmokeBaselines(t *testing.T) {
 	if want["local"] != 28 || want["get"] != 16 {
 		t.Errorf("rows per system: %v\n%s", want, out)
 	}
-	for _, s := range []string{"### ImageFolder", "### WebDataset", "### Random access", "### Listing", "machine:"} {
+	for _, s := range []string{"### ImageFolder", "### WebDataset", "### Random access", "### Listing", "machine:",
+		"- time spent: setup (data, upload, servers) ", ", imagefolder ", ", listing-deep "} {
 		if !strings.Contains(out, s) {
 			t.Errorf("report lacks %q", s)
 		}
+	}
+	if r.Setup <= 0 || r.Spent["imagefolder"] <= 0 || r.Spent["listing"] <= 0 {
+		t.Errorf("time spent: setup %v, per workload %v", r.Setup, r.Spent)
 	}
 }
 

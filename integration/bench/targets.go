@@ -86,6 +86,9 @@ func evaluate(res *Results, lats []string) []TargetResult {
 			if t.Latency != "" && t.Latency != lat {
 				continue
 			}
+			if !res.ran(t.Workload, lat) {
+				continue // not measured at this latency (OneLatency) or not selected
+			}
 			tr := TargetResult{Target: t, Latency: lat, Missing: true}
 			sys := t.System
 			if sys == "" {

@@ -46,6 +46,22 @@ type Prerequisite interface {
 	Prerequisites(ctx context.Context) (string, error)
 }
 
+// OneLatency is implemented by workloads measured in the last latency
+// block only (the checkpoint: its times are a local write and an upload of
+// a few large parts, which an added round trip changes by well under 1%,
+// and it is among the longest workloads).
+type OneLatency interface {
+	OneLatency() bool
+}
+
+// runsAt reports whether workload w is measured in latency block i of n.
+func runsAt(w Workload, i, n int) bool {
+	if ol, ok := w.(OneLatency); ok && ol.OneLatency() {
+		return i == n-1
+	}
+	return true
+}
+
 // allWorkloads lists the workloads in report order.
 func allWorkloads() []Workload {
 	return []Workload{dataLoader{}, auResNet50, auUNet3D, imageFolder{}, sequential{}, tarShards{}, random{}, listingWide, listingDeep, checkpoint{}}
