@@ -56,14 +56,22 @@ func newDirWarmer(f *FS) *dirWarmer {
 // opened records that a reader opened an uncached small file.
 func (w *dirWarmer) opened(dir, name string) {
 	now := time.Now()
+	w.mu.Lock()
+	if w.warmedLocked(dir, now) {
+		w.mu.Unlock()
+		return
+	}
+	sized := w.seen[dir] != nil && w.seen[dir].need > 0
+	w.mu.Unlock()
 	// Without a listing, sizing the directory costs a request: ask for
-	// more evidence first. (No lock held: this may read the index.)
+	// more evidence first. Asked only while the need is not known, and
+	// with no lock held: this may read the index.
 	first := w.trigger
-	if !w.f.meta.Listed(dir) {
+	if !sized && !w.f.meta.Listed(dir) {
 		first = 2 * w.trigger
 	}
 	w.mu.Lock()
-	if t, ok := w.done[dir]; ok && now.Sub(t) < 10*time.Minute {
+	if w.warmedLocked(dir, now) {
 		w.mu.Unlock()
 		return
 	}
@@ -95,6 +103,12 @@ func (w *dirWarmer) opened(dir, name string) {
 	if start {
 		go w.warm(dir, s)
 	}
+}
+
+// warmedLocked reports whether dir was warmed in the last ten minutes.
+func (w *dirWarmer) warmedLocked(dir string, now time.Time) bool {
+	t, ok := w.done[dir]
+	return ok && now.Sub(t) < 10*time.Minute
 }
 
 // warm lists dir and, if the files opened are a share of its small files,

@@ -196,6 +196,36 @@ func (e *Env) scratchParts(ctx context.Context, wls []Workload) error {
 			return err
 		}
 		e.parts[prefix] = p
+		if err := e.EmptyScratch(ctx, prefix); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// EmptyScratch removes what was written into a writing workload's part:
+// the objects of its bucket and the files of its local directory. It runs
+// before the workload and after each system's run of it (untimed), so the
+// disk holds one system's checkpoints at a time (a full run writes tens of
+// GiB; Strata's cache keeps 10% of the disk free and refuses writes past
+// that).
+func (e *Env) EmptyScratch(ctx context.Context, prefix string) error {
+	p, ok := e.parts[prefix]
+	if !ok || p.bucket != "strata-bench-scratch-"+prefix {
+		return nil
+	}
+	if err := workload.EmptyBucket(ctx, workload.NewS3Client(e.s3(e.MinIO.Endpoint)), p.bucket); err != nil {
+		return err
+	}
+	dir := filepath.Join(p.dir, prefix)
+	ents, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
+	for _, ent := range ents {
+		if err := os.RemoveAll(filepath.Join(dir, ent.Name())); err != nil {
+			return fmt.Errorf("bench: %w", err)
+		}
 	}
 	return nil
 }

@@ -191,6 +191,13 @@ func (r *Run) measure(ctx context.Context, env *Env, w Workload, s System, lat L
 			err = fmt.Errorf("mount: %w", err)
 		}
 	}
+	if _, writes := w.(Writer); writes {
+		cctx, ccancel := context.WithTimeout(context.Background(), 2*time.Minute)
+		if cerr := env.EmptyScratch(cctx, w.Prefix(env.Cfg.Scale)); cerr != nil {
+			logf("  cleanup %s: %v", s.Name, cerr)
+		}
+		ccancel()
+	}
 	failedRow := false
 	for _, row := range p.rows {
 		failedRow = failedRow || row.Err != ""

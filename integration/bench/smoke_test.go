@@ -408,6 +408,12 @@ func TestSmokeCheckpoint(t *testing.T) {
 			t.Errorf("no ratio to local disk in %q", line)
 		}
 	}
+	// What each system wrote is removed after its run (a full run writes
+	// tens of GiB): local disk's checkpoints are gone.
+	scratch := filepath.Join(r.Env.PartDir("checkpoint"), "checkpoint")
+	if ents, err := os.ReadDir(scratch); err != nil || len(ents) != 0 {
+		t.Errorf("scratch %s after the run: %d entries, %v", scratch, len(ents), err)
+	}
 }
 
 // requireStrataMount skips (fails under STRATA_E2E=1) a smoke test whose

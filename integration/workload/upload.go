@@ -69,6 +69,35 @@ func EnsureBucket(ctx context.Context, c *s3.Client, bucket string) error {
 	return nil
 }
 
+// EmptyBucket deletes every object in bucket, and aborts its unfinished
+// multipart uploads (a writer stopped mid-upload leaves parts that hold
+// disk space too).
+func EmptyBucket(ctx context.Context, c *s3.Client, bucket string) error {
+	pages := s3.NewListObjectsV2Paginator(c, &s3.ListObjectsV2Input{Bucket: aws.String(bucket)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return fmt.Errorf("workload: empty bucket %s: %w", bucket, err)
+		}
+		for _, o := range page.Contents {
+			if _, err := c.DeleteObject(ctx, &s3.DeleteObjectInput{Bucket: aws.String(bucket), Key: o.Key}); err != nil {
+				return fmt.Errorf("workload: empty bucket %s: delete %s: %w", bucket, aws.ToString(o.Key), err)
+			}
+		}
+	}
+	ups, err := c.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: aws.String(bucket)})
+	if err != nil {
+		return fmt.Errorf("workload: empty bucket %s: %w", bucket, err)
+	}
+	for _, u := range ups.Uploads {
+		_, err := c.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: aws.String(bucket), Key: u.Key, UploadId: u.UploadId})
+		if err != nil {
+			return fmt.Errorf("workload: empty bucket %s: abort %s: %w", bucket, aws.ToString(u.Key), err)
+		}
+	}
+	return nil
+}
+
 // PutFunc uploads the local file at path (size bytes) as key.
 type PutFunc func(ctx context.Context, key, path string, size int64) error
 
