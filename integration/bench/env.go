@@ -217,6 +217,9 @@ func (e *Env) EmptyScratch(ctx context.Context, prefix string) error {
 	if err := workload.EmptyBucket(ctx, workload.NewS3Client(e.s3(e.MinIO.Endpoint)), p.bucket); err != nil {
 		return err
 	}
+	if err := e.MinIO.PurgeTrash(); err != nil {
+		return err
+	}
 	dir := filepath.Join(p.dir, prefix)
 	ents, err := os.ReadDir(dir)
 	if err != nil {
