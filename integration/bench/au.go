@@ -80,7 +80,11 @@ func (w auWorkload) Title(c Config) string {
 // maxAccelerators keeps at least one batch per accelerator (and tries 2
 // even at the tiny scale).
 func (w auWorkload) maxAccelerators(s Scale) int {
-	return max(2, min(auMaxAccel, w.files(s)/w.batch))
+	limit := auMaxAccel
+	if s.AUMaxAccel > 0 {
+		limit = s.AUMaxAccel
+	}
+	return max(2, min(limit, w.files(s)/w.batch))
 }
 
 func (w auWorkload) AddData(d *workload.Dataset, s Scale) { w.data(d, s) }

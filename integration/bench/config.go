@@ -36,6 +36,8 @@ type Scale struct {
 	Samples workload.SamplesSpec
 	// PhaseCap stops any single phase (rates are then over what was done).
 	PhaseCap time.Duration
+	// AUMaxAccel bounds the accelerator-utilisation search (0: auMaxAccel).
+	AUMaxAccel int
 }
 
 const (
@@ -76,7 +78,11 @@ var scales = map[string]Scale{
 		CheckpointSize: 128 * mib,
 		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 500, Dirs: 10, MinSize: 100 * kib, MaxSize: 150 * kib},
 		Samples:        workload.SamplesSpec{Prefix: "unet3d", Files: 8, Size: 32 * mib, Jitter: 0.8},
-		PhaseCap:       20 * time.Second,
+		// The quick scale checks that every workload runs on every system
+		// in under 10 minutes: the slow peers' phases stop at 10 s, and
+		// the AU search at 4 accelerators.
+		PhaseCap:   10 * time.Second,
+		AUMaxAccel: 4,
 	},
 	"tiny": {
 		Name:        "tiny",

@@ -235,6 +235,13 @@ func TestParseFlags(t *testing.T) {
 		len(c.Latencies) != 1 || c.Latencies[0] != 20*time.Millisecond {
 		t.Errorf("quick defaults: repeat %d, latencies %v, %v", c.Repeat, c.Latencies, err)
 	}
+	// Its AU search stops at 4 accelerators; the full scale's at 16.
+	if got := auResNet50.maxAccelerators(scales["quick"]); got != 4 {
+		t.Errorf("quick AU search up to %d accelerators, want 4", got)
+	}
+	if got := auResNet50.maxAccelerators(scales["full"]); got != auMaxAccel {
+		t.Errorf("full AU search up to %d accelerators, want %d", got, auMaxAccel)
+	}
 	if c, err := parseFlags([]string{"-scale", "quick", "-repeat", "3"}); err != nil || c.Repeat != 3 {
 		t.Errorf("quick -repeat 3: repeat %d, %v", c.Repeat, err)
 	}
