@@ -132,6 +132,33 @@ type Writer interface {
 	Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt PutOptions) (ObjectInfo, error)
 }
 
+// PartWriter is implemented by Writers that can send an upload's parts
+// while the file is still being written, so that the upload overlaps the
+// writes (a checkpoint's close then waits for its last part only). A
+// wrapper implements it always and returns ErrNotSupported from
+// BeginParts when what it wraps does not.
+type PartWriter interface {
+	// BeginParts starts an upload of key sent in parts. Nothing appears
+	// under key until Complete.
+	BeginParts(ctx context.Context, key string) (PartUpload, error)
+}
+
+// PartUpload is one upload sent in parts. Parts are numbered from 1 and
+// may be sent in any order and concurrently; a part sent again replaces
+// the earlier one. Every part but the last must be at least 5 MiB.
+type PartUpload interface {
+	// SendPart uploads n bytes of r at off as part number and returns its
+	// tag, which Complete takes back.
+	SendPart(ctx context.Context, number int, r io.ReaderAt, off, n int64) (string, error)
+	// Complete makes the object of size bytes from the parts whose tags
+	// are given, in order, under the condition ifVersion (as
+	// PutOptions.IfVersion). On error nothing appears under the key and
+	// the upload is aborted.
+	Complete(ctx context.Context, tags []string, size int64, ifVersion string) (ObjectInfo, error)
+	// Abort gives the upload up and removes its parts (best effort).
+	Abort(ctx context.Context)
+}
+
 // Deleter is implemented by backends that can remove objects.
 type Deleter interface {
 	// Delete removes key. A key that does not exist is not an error.

@@ -1,5 +1,7 @@
 package backend
 
+import "context"
+
 // Base is what every wrapper offers whatever it wraps: the read side and
 // Close (a wrapper's Close releases its own resources and closes what it
 // wraps when that is a Closer).
@@ -60,15 +62,15 @@ var composers = [16]func(Base, Optional) Backend{
 	hasWriter: func(b Base, o Optional) Backend {
 		return struct {
 			Base
-			Writer
-		}{b, o.Writer}
+			WriterParts
+		}{b, withParts(o.Writer)}
 	},
 	hasChecker | hasWriter: func(b Base, o Optional) Backend {
 		return struct {
 			Base
 			Checker
-			Writer
-		}{b, o.Checker, o.Writer}
+			WriterParts
+		}{b, o.Checker, withParts(o.Writer)}
 	},
 	hasCopier: func(b Base, o Optional) Backend {
 		return struct {
@@ -86,17 +88,17 @@ var composers = [16]func(Base, Optional) Backend{
 	hasWriter | hasCopier: func(b Base, o Optional) Backend {
 		return struct {
 			Base
-			Writer
+			WriterParts
 			Copier
-		}{b, o.Writer, o.Copier}
+		}{b, withParts(o.Writer), o.Copier}
 	},
 	hasChecker | hasWriter | hasCopier: func(b Base, o Optional) Backend {
 		return struct {
 			Base
 			Checker
-			Writer
+			WriterParts
 			Copier
-		}{b, o.Checker, o.Writer, o.Copier}
+		}{b, o.Checker, withParts(o.Writer), o.Copier}
 	},
 	hasDeleter: func(b Base, o Optional) Backend {
 		return struct {
@@ -114,17 +116,17 @@ var composers = [16]func(Base, Optional) Backend{
 	hasWriter | hasDeleter: func(b Base, o Optional) Backend {
 		return struct {
 			Base
-			Writer
+			WriterParts
 			Deleter
-		}{b, o.Writer, o.Deleter}
+		}{b, withParts(o.Writer), o.Deleter}
 	},
 	hasChecker | hasWriter | hasDeleter: func(b Base, o Optional) Backend {
 		return struct {
 			Base
 			Checker
-			Writer
+			WriterParts
 			Deleter
-		}{b, o.Checker, o.Writer, o.Deleter}
+		}{b, o.Checker, withParts(o.Writer), o.Deleter}
 	},
 	hasCopier | hasDeleter: func(b Base, o Optional) Backend {
 		return struct {
@@ -144,18 +146,40 @@ var composers = [16]func(Base, Optional) Backend{
 	hasWriter | hasCopier | hasDeleter: func(b Base, o Optional) Backend {
 		return struct {
 			Base
-			Writer
+			WriterParts
 			Copier
 			Deleter
-		}{b, o.Writer, o.Copier, o.Deleter}
+		}{b, withParts(o.Writer), o.Copier, o.Deleter}
 	},
 	hasChecker | hasWriter | hasCopier | hasDeleter: func(b Base, o Optional) Backend {
 		return struct {
 			Base
 			Checker
-			Writer
+			WriterParts
 			Copier
 			Deleter
-		}{b, o.Checker, o.Writer, o.Copier, o.Deleter}
+		}{b, o.Checker, withParts(o.Writer), o.Copier, o.Deleter}
 	},
+}
+
+// WriterParts is the Writer a composed backend offers: a Writer that
+// answers PartWriter too (ErrNotSupported where the wrapper's Writer
+// cannot send parts), so that an eager upload reaches through wrappers.
+type WriterParts interface {
+	Writer
+	PartWriter
+}
+
+// withParts makes w a WriterParts.
+func withParts(w Writer) WriterParts {
+	if wp, ok := w.(WriterParts); ok {
+		return wp
+	}
+	return noParts{w}
+}
+
+type noParts struct{ Writer }
+
+func (noParts) BeginParts(context.Context, string) (PartUpload, error) {
+	return nil, ErrNotSupported
 }

@@ -47,6 +47,7 @@ type fileNode struct {
 	writers  int                // open handles with write access
 	ptOpen   int                // open passthrough handles
 	usOpen   int                // open userspace handles
+	usGone   chan struct{}      // closed when usOpen drops to 0 (made by an open that waits for it)
 	// pre is the entry before the current write session (zero for a file
 	// created in it); writeErr the first failed write of the session. A
 	// session with a failed write is abandoned at close, back to pre.
@@ -109,12 +110,18 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		n.settleIfUploaded(ctx)
 		n.mu.Lock()
 	}
-	local, e := n.sess != nil || n.entry.Local, n.entry
-	if local {
-		n.usOpen++
-	}
+	local, committed, e := n.sess != nil || n.entry.Local, n.sess == nil && n.entry.Local, n.entry
 	n.mu.Unlock()
+	if committed && f.passthrough.Load() {
+		if h := n.openCommitted(); h != nil {
+			f.stats.PassthroughOpens.Add(1)
+			return h, fuse.FOPEN_NOFLUSH, 0
+		}
+	}
 	if local {
+		n.mu.Lock()
+		n.usOpen++
+		n.mu.Unlock()
 		f.stats.UserspaceOpens.Add(1)
 		return &fileHandle{n: n}, fuse.FOPEN_NOFLUSH, 0
 	}
@@ -138,6 +145,9 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	canPT = canPT && obj.Verified()
 
 	n.mu.Lock()
+	if canPT {
+		n.waitWritersReleasedLocked()
+	}
 	pt := n.ptOpen > 0 || (canPT && n.usOpen == 0)
 	if pt {
 		n.ptOpen++
@@ -170,12 +180,75 @@ func (n *fileNode) settleIfUploaded(ctx context.Context) {
 	if n.fsys.wb == nil {
 		return
 	}
-	if c, ok := n.fsys.wb.Content(n.key.get()); ok {
-		c.Release() // still pending: read the committed bytes
-		return
+	key := n.key.get()
+	if c, ok := n.fsys.wb.Content(key); ok {
+		c.Release()
+		if !n.waitSettled(key) {
+			return // still pending: read the committed bytes
+		}
 	}
 	// On error the node stays local; its reads refresh it as they can.
 	_, _ = n.refresh(ctx)
+}
+
+// settleWait bounds how long an open waits for a landed upload to become
+// the cached copy: the checksum pass over a file just written runs at
+// memory speed (seconds for tens of GiB), and past the bound the open is
+// served from the staged file, correctly, only through the daemon.
+const settleWait = 10 * time.Second
+
+// waitSettled waits, if key's upload has landed and is being moved into
+// the cache, until it is done; it reports whether the content is gone.
+func (n *fileNode) waitSettled(key string) bool {
+	done := n.fsys.wb.Settling(key)
+	if done == nil {
+		return false
+	}
+	t := time.NewTimer(settleWait)
+	defer t.Stop()
+	select { // not cut short by the caller's signals: bounded instead
+	case <-done:
+	case <-t.C:
+		return false
+	}
+	c, ok := n.fsys.wb.Content(key)
+	if ok {
+		c.Release() // written again meanwhile
+	}
+	return !ok
+}
+
+// releaseWait bounds how long a read-only open waits for the RELEASE of
+// writer handles whose content is committed. close() returns before the
+// daemon sees the RELEASE (the kernel sends it in the background), so
+// the open that follows a writer's close (torch.load after torch.save)
+// usually arrives first; the kernel itself already let go of the
+// writer's file, and the open can be passthrough once the daemon has
+// too. A writer that really stays open (another process holds the
+// descriptor) costs a reader this much, once per open, and the reader
+// is served from userspace.
+const releaseWait = 100 * time.Millisecond
+
+// waitWritersReleasedLocked waits, up to releaseWait, until the node has
+// no userspace handle open, if the only ones open are writers whose
+// content is committed (a RELEASE may be on its way). Caller holds n.mu;
+// it is released while waiting and held again on return.
+func (n *fileNode) waitWritersReleasedLocked() {
+	if n.ptOpen > 0 || n.usOpen == 0 || n.usOpen != n.writers || n.sess != nil {
+		return
+	}
+	if n.usGone == nil {
+		n.usGone = make(chan struct{})
+	}
+	gone := n.usGone
+	n.mu.Unlock()
+	t := time.NewTimer(releaseWait)
+	select { // not cut short by the caller's signals: bounded instead
+	case <-gone:
+	case <-t.C:
+	}
+	t.Stop()
+	n.mu.Lock()
 }
 
 // fileHandle serves one open file from userspace: from the cache (obj),
@@ -283,4 +356,51 @@ func (h *passthroughHandle) PassthroughFd() (int, bool) {
 		return -1, false
 	}
 	return fd, true
+}
+
+// committedHandle is a passthrough open of a file written on this mount
+// whose upload is still pending: the kernel reads the committed staging
+// file (torch.load right after an async torch.save). A committed file
+// never changes (a new write session copies it), and the descriptor
+// stays valid when the upload moves the file into the cache or a rename
+// moves it aside. The handle holds the content until it is released.
+type committedHandle struct {
+	*fileHandle
+	c *writeback.Content
+}
+
+var (
+	_ gofs.FilePassthroughFder = (*committedHandle)(nil)
+	_ gofs.FileReleaser        = (*committedHandle)(nil)
+)
+
+// openCommitted opens the node's committed content for passthrough, or
+// returns nil when it cannot: the upload is done (the content is gone),
+// a write session started, or a userspace handle is open (the kernel
+// does not mix the two on one inode).
+func (n *fileNode) openCommitted() *committedHandle {
+	c, ok := n.fsys.wb.Content(n.key.get())
+	if !ok {
+		return nil
+	}
+	n.mu.Lock()
+	n.waitWritersReleasedLocked()
+	pt := n.sess == nil && (n.ptOpen > 0 || n.usOpen == 0)
+	if pt {
+		n.ptOpen++
+	}
+	n.mu.Unlock()
+	if !pt {
+		c.Release()
+		return nil
+	}
+	return &committedHandle{fileHandle: &fileHandle{n: n, pt: true}, c: c}
+}
+
+func (h *committedHandle) PassthroughFd() (int, bool) { return int(h.c.File().Fd()), true }
+
+func (h *committedHandle) Release(ctx context.Context) syscall.Errno {
+	errno := h.fileHandle.Release(ctx)
+	h.c.Release()
+	return errno
 }

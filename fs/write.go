@@ -431,6 +431,10 @@ func (n *fileNode) release(h *fileHandle) {
 		n.ptOpen--
 	default:
 		n.usOpen--
+		if n.usOpen == 0 && n.usGone != nil {
+			close(n.usGone)
+			n.usGone = nil
+		}
 	}
 	if h.writable {
 		n.writers--

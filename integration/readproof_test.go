@@ -358,3 +358,74 @@ func TestWrittenFilesReadBackThroughPassthrough(t *testing.T) {
 		}
 	}
 }
+
+// TestReadRightAfterCloseIsPassthrough: torch.load right after
+// torch.save. With --upload sync (the default) close returns once the
+// object is in the bucket, and an open that follows at once is served as
+// the cached copy, by passthrough, not from the staged file through the
+// daemon while the writeback layer moves it into the cache. With
+// --upload async the upload is still pending: the kernel reads the
+// committed staging file by passthrough, and a reader that keeps it open
+// while the upload lands reads on, unchanged.
+func TestReadRightAfterCloseIsPassthrough(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	for _, mode := range []string{"sync", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			bucket := srv.newBucket(t)
+			addr := metricsAddr(t)
+			m := startMount(t, srv, srv.source(bucket, ""), "", "--metrics-addr", addr, "--passthrough", "on", "--upload", mode)
+			for i, size := range []int{3<<20 + 5, 96 << 20, 160<<20 + 1} {
+				name := fmt.Sprintf("ckpt-%d.pt", i)
+				data := randData(uint64(80+i), size)
+				// Counted before the write: nothing may come between the
+				// close and the open.
+				before := cacheStatsLive(t, srv, m.cacheDir)
+				if _, err := writeFile(filepath.Join(m.dir, name), data); err != nil {
+					t.Fatal(err)
+				}
+				f, err := os.Open(filepath.Join(m.dir, name))
+				if err != nil {
+					t.Fatal(err)
+				}
+				half := make([]byte, size/2)
+				if _, err := io.ReadFull(f, half); err != nil {
+					t.Fatal(err)
+				}
+				if mode == "async" {
+					// The upload lands and the staged file becomes the
+					// cached copy while the reader holds it open.
+					if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err != nil {
+						t.Fatalf("strata sync: %v\n%s", err, out)
+					}
+				}
+				rest, err := io.ReadAll(f)
+				f.Close()
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(append(half, rest...), data) {
+					t.Fatalf("%s read back differs from what was written", name)
+				}
+				after := cacheStatsLive(t, srv, m.cacheDir)
+				if pt, us, reads := after.Session.PTOpens-before.Session.PTOpens, after.Session.USOpens-before.Session.USOpens,
+					after.Session.Reads-before.Session.Reads; pt != 1 || us != 1 || reads != 0 {
+					t.Errorf("writing %s (%d bytes) and reading it back right after its close: %d passthrough opens, %d userspace opens, %d READs for the daemon (want 1, 1 (the writer's), 0)", name, size, pt, us, reads)
+				}
+			}
+			// Once uploaded, the files are read back as cached objects.
+			if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err != nil {
+				t.Fatalf("strata sync: %v\n%s", err, out)
+			}
+			dropCaches(t)
+			before := cacheStatsLive(t, srv, m.cacheDir)
+			for i, size := range []int{3<<20 + 5, 96 << 20, 160<<20 + 1} {
+				readWhole(t, filepath.Join(m.dir, fmt.Sprintf("ckpt-%d.pt", i)), randData(uint64(80+i), size))
+			}
+			after := cacheStatsLive(t, srv, m.cacheDir)
+			if pt, reads := after.Session.PTOpens-before.Session.PTOpens, after.Session.Reads-before.Session.Reads; pt != 3 || reads != 0 {
+				t.Errorf("reading back 3 uploaded files: %d passthrough opens, %d READs (want 3, 0)", pt, reads)
+			}
+		})
+	}
+}

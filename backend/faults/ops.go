@@ -130,3 +130,31 @@ func (d deleter) Delete(ctx context.Context, key string) error {
 	}
 	return d.b.inner.(backend.Deleter).Delete(ctx, key)
 }
+
+// BeginParts passes an eager upload through; the faults of OpPut strike
+// its completion (before anything appears), as they strike a Put.
+func (w writer) BeginParts(ctx context.Context, key string) (backend.PartUpload, error) {
+	pw, ok := w.b.inner.(backend.PartWriter)
+	if !ok {
+		return nil, backend.ErrNotSupported
+	}
+	up, err := pw.BeginParts(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	return &faultyParts{PartUpload: up, w: w, key: key}, nil
+}
+
+type faultyParts struct {
+	backend.PartUpload
+	w   writer
+	key string
+}
+
+func (u *faultyParts) Complete(ctx context.Context, tags []string, size int64, ifVersion string) (backend.ObjectInfo, error) {
+	if _, err := u.w.b.before(ctx, Call{Op: OpPut, Key: u.key, Version: ifVersion, N: size}); err != nil {
+		u.PartUpload.Abort(ctx)
+		return backend.ObjectInfo{}, err
+	}
+	return u.PartUpload.Complete(ctx, tags, size, ifVersion)
+}

@@ -272,3 +272,95 @@ func (h *hookReader) ReadAt(p []byte, off int64) (int, error) {
 	}
 	return bytes.NewReader(h.data).ReadAt(p, off)
 }
+
+// TestPartsMinIO: an upload sent in parts, out of order and one part sent
+// twice, becomes exactly the bytes of the parts completed, under the
+// conditions a Put takes; nothing is visible before Complete, and an
+// aborted or refused one leaves nothing.
+func TestPartsMinIO(t *testing.T) {
+	m := startMinIO(t)
+	b := newMinIOBackend(t, m, minioOptions(m))
+	ctx := context.Background()
+	data := make([]byte, 2*minPartSize+1234)
+	for i := range data {
+		data[i] = byte(i * 7)
+	}
+	r := bytes.NewReader(data)
+	up, err := b.BeginParts(ctx, "ckpt/model.pt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tags := make([]string, 3)
+	for _, i := range []int{2, 0, 1} {
+		off := int64(i) * minPartSize
+		if tags[i], err = up.SendPart(ctx, i+1, bytes.NewReader(bytes.Repeat([]byte{9}, len(data))), off, min(minPartSize, int64(len(data))-off)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.Stat(ctx, "ckpt/model.pt"); !errors.Is(err, backend.ErrNotExist) {
+		t.Fatalf("stat before Complete: %v, want ErrNotExist", err)
+	}
+	for i := range 3 { // sent again: the last send of a part counts
+		off := int64(i) * minPartSize
+		if tags[i], err = up.SendPart(ctx, i+1, r, off, min(minPartSize, int64(len(data))-off)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	info, err := up.Complete(ctx, tags, int64(len(data)), backend.VersionAbsent)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := readKey(t, b, "ckpt/model.pt", info.Size); !bytes.Equal(got, data) || info.Size != int64(len(data)) {
+		t.Fatalf("object of %d bytes differs from the %d sent", info.Size, len(data))
+	}
+
+	// The key exists now: a create-only completion is refused and leaves
+	// the object as it was.
+	up2, err := b.BeginParts(ctx, "ckpt/model.pt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tag, err := up2.SendPart(ctx, 1, bytes.NewReader([]byte("other")), 0, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up2.Complete(ctx, []string{tag}, 5, backend.VersionAbsent); !errors.Is(err, backend.ErrPreconditionFailed) {
+		t.Fatalf("create-only completion over an existing key: %v", err)
+	}
+	if cur, err := b.Stat(ctx, "ckpt/model.pt"); err != nil || cur.Version != info.Version {
+		t.Fatalf("after a refused completion: %+v, %v", cur, err)
+	}
+	// An aborted upload leaves no object.
+	up3, err := b.BeginParts(ctx, "ckpt/aborted.pt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := up3.SendPart(ctx, 1, r, 0, minPartSize); err != nil {
+		t.Fatal(err)
+	}
+	up3.Abort(ctx)
+	if _, err := b.Stat(ctx, "ckpt/aborted.pt"); !errors.Is(err, backend.ErrNotExist) {
+		t.Fatalf("stat after Abort: %v, want ErrNotExist", err)
+	}
+	out, err := b.client.ListMultipartUploads(ctx, &s3.ListMultipartUploadsInput{Bucket: &b.bucket})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(out.Uploads) != 0 {
+		t.Fatalf("%d multipart uploads left open", len(out.Uploads))
+	}
+}
+
+func readKey(t *testing.T, b *Backend, key string, n int64) []byte {
+	t.Helper()
+	rc, err := b.ReadRange(context.Background(), key, "", 0, n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rc.Close()
+	got, err := io.ReadAll(rc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return got
+}

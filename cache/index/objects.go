@@ -61,6 +61,22 @@ func (ix *Index) MarkBlock(id ID, idx int64, bi BlockInfo) error {
 	return nil
 }
 
+// MarkBlocks records blocks 0..len(bis)-1 of id as present, in one batch
+// (a file adopted whole).
+func (ix *Index) MarkBlocks(id ID, bis []BlockInfo) error {
+	wb := ix.db.NewWriteBatch()
+	defer wb.Cancel()
+	for i, bi := range bis {
+		if err := wb.Set(blockKey(id, int64(i)), MarshalBlock(bi)); err != nil {
+			return fmt.Errorf("index: mark blocks of %s: %w", id, err)
+		}
+	}
+	if err := wb.Flush(); err != nil {
+		return fmt.Errorf("index: mark blocks of %s: %w", id, err)
+	}
+	return nil
+}
+
 // Blocks calls fn for every present block of id, in block order.
 func (ix *Index) Blocks(id ID, fn func(idx int64, bi BlockInfo) error) error {
 	prefix := blockPrefix(id)

@@ -18,6 +18,13 @@
 // compared with the bucket's object, in case an earlier attempt landed
 // (confirm.go).
 //
+// In sync mode, on backends that take uploads in parts (S3), a file is
+// sent in parts while it is being written once 32 MiB of it is written in
+// order (eager.go): the commit then sends the parts not sent or changed
+// since, and completes the upload under the same condition a Put would
+// have. Nothing is visible before the completion; a file never committed
+// aborts its parts.
+//
 // Staged bytes count against the cache size: growing a staging file
 // reserves space first, and a full cache is ENOSPC, never a truncation.
 // A write that must not be uploaded is kept under failed-writes (kept.go).
@@ -32,8 +39,9 @@
 // any upload starts (moves.go). docs/design-write-path.md draws it all.
 //
 // Lock order: Manager.mu, then the namespace's (in-memory
-// SetLocal/ClearLocal). Staging.mu is a leaf, never taken with Manager.mu
-// held. Manager.mu is not held across an upload, a bucket call, a
+// SetLocal/ClearLocal). Staging.mu and eagerUpload.mu are leaves, never
+// taken with Manager.mu held; eagerUpload.mu is held for bookkeeping
+// only (its sends, begin and abort run unlocked, in goroutines). Manager.mu is not held across an upload, a bucket call, a
 // staging-file fsync, Adopt or the synced journal append of a commit
 // (Register holds it for bookkeeping only; Journal does the I/O
 // unlocked). Known exception: rewriting or deleting a journal entry (a

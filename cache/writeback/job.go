@@ -43,6 +43,9 @@ type Job struct {
 	// content is what the file reads as until the upload is complete (the
 	// job's hold, released when the job goes).
 	content *Content
+	// eager: the parts sent while the file was written (sync mode), taken
+	// by the first upload attempt (eager.go).
+	eager *eagerUpload
 	// journaling: registered, not yet journaled (seq is 0): not started,
 	// and the Journal call in progress cleans up if it is dropped.
 	journaling bool
@@ -170,13 +173,40 @@ func minTime(a, b time.Time) time.Time {
 func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 	defer m.wg.Done()
 	path := filepath.Join(m.store.StagingDir(), r.Staging)
-	var info backend.ObjectInfo
-	f, err := os.Open(path)
-	if err == nil {
-		info, err = m.w.Put(ctx, r.Key, f, r.Size, backend.PutOptions{
-			IfVersion: r.BaseVersion, PartSize: m.opts.PartSize, Concurrency: m.opts.PartConcurrency,
-		})
-		f.Close()
+	// The block CRCs that make the staged file the cached copy are taken
+	// while it uploads (a committed file does not change), so the copy is
+	// adopted, and a sync writer's next open is passthrough, right after
+	// the upload lands rather than a checksum pass later.
+	crcs := make(chan []uint32, 1)
+	go func() {
+		c, cerr := m.store.BlockCRCs(ctx, path, r.Size)
+		if cerr != nil {
+			c = nil // Adopt reads the file again and reports the error
+		}
+		crcs <- c
+	}()
+	m.mu.Lock()
+	eager := j.eager
+	j.eager = nil
+	m.mu.Unlock()
+	info, err := backend.ObjectInfo{}, errNoEager
+	if eager != nil && eager.key == r.Key {
+		var early int
+		info, early, err = eager.finish(ctx, r.Size, r.BaseVersion)
+		if err == nil {
+			m.log.Debug("writeback: uploaded in parts while written", "key", r.Key, "parts_before_close", early)
+		}
+	} else {
+		eager.abort() // renamed since: the parts went up under the old name
+	}
+	if errors.Is(err, errNoEager) {
+		var f *os.File
+		if f, err = os.Open(path); err == nil {
+			info, err = m.w.Put(ctx, r.Key, f, r.Size, backend.PutOptions{
+				IfVersion: r.BaseVersion, PartSize: m.opts.PartSize, Concurrency: m.opts.PartConcurrency,
+			})
+			f.Close()
+		}
 	}
 	if errors.Is(err, backend.ErrPreconditionFailed) {
 		if landed, same, cerr := m.landedEarlier(ctx, r.Key, path, r.Size); cerr == nil && same {
@@ -202,7 +232,7 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 			// The object is whole in the bucket: a sync close returns now,
 			// while the staged file becomes the cached copy.
 			j.firstAttempt(nil)
-			err = m.complete(j, r, path, info)
+			err = m.complete(j, r, path, info, <-crcs)
 		}
 	}
 	if err == nil && m.names != nil {
@@ -216,9 +246,9 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 
 // complete makes the uploaded file the cached copy of its new version and
 // removes what the upload replaces.
-func (m *Manager) complete(j *Job, r index.UploadRecord, path string, info backend.ObjectInfo) error {
+func (m *Manager) complete(j *Job, r index.UploadRecord, path string, info backend.ObjectInfo, crcs []uint32) error {
 	k := cache.ObjectKey{Source: m.source, Key: r.Key, Version: info.Version, Size: r.Size, MTime: r.MTime}
-	if err := m.store.Adopt(k, path); err != nil {
+	if err := m.store.Adopt(k, path, crcs); err != nil {
 		// The object is up; only the local copy is lost.
 		m.log.Warn("writeback: keeping the uploaded file as cached copy failed", "key", r.Key, "err", err)
 		os.Remove(path)
@@ -324,6 +354,8 @@ func (m *Manager) removeLocked(j *Job) {
 // space, its journal entry (a job still journaling: its Journal call does
 // that part). Caller holds m.mu.
 func (m *Manager) dropLocked(j *Job) {
+	j.eager.abortAsync()
+	j.eager = nil
 	m.removeLocked(j)
 	j.settle(j.dropped)
 	if j.journaling {

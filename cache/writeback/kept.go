@@ -39,7 +39,8 @@ func (m *Manager) keptDir() string {
 func (m *Manager) Keep(key string, st *Staging, why error) {
 	size := st.Size()
 	src := st.Path()
-	_, reserved := st.detach()
+	_, reserved, eager := st.detach()
+	eager.abortAsync()
 	m.store.ReleaseStaging(reserved)
 	m.keepPath(key, src, size, why)
 }

@@ -67,8 +67,9 @@ type Manager struct {
 	store  *cache.Store
 	ix     *index.Index
 	w      backend.Writer
-	del    backend.Deleter // may be nil
-	stat   backend.Backend // probes a backend that failed uploads (nil in some tests)
+	pw     backend.PartWriter // nil if w cannot send parts before a commit
+	del    backend.Deleter    // may be nil
+	stat   backend.Backend    // probes a backend that failed uploads (nil in some tests)
 	source string
 	opts   Options
 	names  Names // may be nil
@@ -115,6 +116,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 		writing: map[string]int{}, movesDone: make(chan struct{}),
 	}
 	m.del, _ = be.(backend.Deleter)
+	m.pw, _ = w.(backend.PartWriter)
 	m.stat = be
 	if m.boot = opts.BootID; m.boot == "" {
 		m.boot = currentBoot()
@@ -282,14 +284,14 @@ func (m *Manager) Register(key string, st *Staging, base string, mtime int64, he
 	if err != nil {
 		return nil, err
 	}
-	name, reserved := st.detach()
+	name, reserved, eager := st.detach()
 	r := index.UploadRecord{
 		Source: m.source, Key: key, Staging: name, Size: size, MTime: mtime,
 		BaseVersion: base, Created: time.Now().UnixNano(),
 	}
 	j := newJob(0, r, reserved)
 	j.held = held && m.opts.Mode == Async
-	j.content, j.journaling = c, true
+	j.content, j.journaling, j.eager = c, true, eager
 	m.mu.Lock()
 	if base == "" {
 		m.followLocked(j)
@@ -383,6 +385,28 @@ func (m *Manager) Content(key string) (*Content, bool) {
 		}
 	}
 	return nil, false
+}
+
+// Settling returns, for a key whose newest committed content has landed
+// in the bucket and is being moved into the cache (a sync close has
+// returned; Adopt runs), a channel closed once that is done and the
+// content is let go; nil when there is no such job. An open that waits
+// for it is served from the cache file by passthrough instead of from
+// the staged file through the daemon (torch.load right after torch.save).
+func (m *Manager) Settling(key string) <-chan struct{} {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	js := m.byKey[key]
+	for i := len(js) - 1; i >= 0; i-- {
+		if js[i].content == nil || errors.Is(js[i].dropped, errCancelled) {
+			continue
+		}
+		if js[i].landed {
+			return js[i].done
+		}
+		return nil
+	}
+	return nil
 }
 
 func (m *Manager) kick() {

@@ -21,6 +21,10 @@ type Staging struct {
 	mu       sync.Mutex // guards size, reserved
 	size     int64
 	reserved int64 // bytes accounted against the cache limit
+
+	// eager sends the file's parts while it is written (sync mode; nil
+	// otherwise); it goes to the upload job at commit (eager.go).
+	eager *eagerUpload
 }
 
 // NewStaging creates an empty staging file, a write session of key.
@@ -33,6 +37,13 @@ func (m *Manager) NewStaging(key string) (*Staging, error) {
 		return nil, fmt.Errorf("writeback: create staging file: %w", err)
 	}
 	s := &Staging{m: m, name: name, f: f, key: key}
+	if m.pw != nil && m.opts.Mode == Sync {
+		conc := m.opts.PartConcurrency
+		if conc <= 0 {
+			conc = 4
+		}
+		s.eager = newEager(m.ctx, m.pw, key, f, 0, conc)
+	}
 	m.mu.Lock()
 	m.writing[key]++
 	m.mu.Unlock()
@@ -68,6 +79,7 @@ func (m *Manager) NewStagingCopy(key string, src *os.File, n int64) (*Staging, e
 	c.mu.Lock()
 	c.size = n
 	c.mu.Unlock()
+	c.eager.wrote(0, n)
 	return c, nil
 }
 
@@ -118,6 +130,7 @@ func (s *Staging) WriteAt(p []byte, off int64) (int, error) {
 	s.mu.Lock()
 	s.size = max(s.size, end)
 	s.mu.Unlock()
+	s.eager.wrote(off, end)
 	return n, nil
 }
 
@@ -135,6 +148,7 @@ func (s *Staging) Truncate(n int64) error {
 	s.mu.Lock()
 	s.size = n
 	s.mu.Unlock()
+	s.eager.truncated(n)
 	return nil
 }
 
@@ -148,6 +162,7 @@ func (s *Staging) Sync() error {
 
 // Discard deletes the staging file and returns its space.
 func (s *Staging) Discard() {
+	s.eager.abortAsync()
 	s.untrack()
 	s.f.Close()
 	os.Remove(s.Path())
@@ -161,12 +176,13 @@ func (s *Staging) Discard() {
 // detach hands the file's reservation and name to an upload job (or to
 // the kept copies) and closes this handle on it; the job owns the file
 // from then on.
-func (s *Staging) detach() (name string, reserved int64) {
+func (s *Staging) detach() (name string, reserved int64, eager *eagerUpload) {
+	eager = s.eager // set at creation, never changed: writes read it unlocked
 	s.untrack()
 	s.f.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	r := s.reserved
 	s.reserved = 0
-	return s.name, r
+	return s.name, r, eager
 }

@@ -199,3 +199,40 @@ func (p copierPart) Copy(ctx context.Context, src, srcVersion, dst string) (back
 	b.m.done("copy", start, err)
 	return oi, err
 }
+
+// BeginParts passes an eager upload through, timed as a put: each part
+// and the completion are counted when they end.
+func (p writerPart) BeginParts(ctx context.Context, key string) (backend.PartUpload, error) {
+	pw, ok := p.b.inner.(backend.PartWriter)
+	if !ok {
+		return nil, backend.ErrNotSupported
+	}
+	up, err := pw.BeginParts(ctx, key)
+	if err != nil {
+		p.b.m.done("put", time.Now(), err)
+		return nil, err
+	}
+	return &partsCounted{PartUpload: up, b: p.b, start: time.Now()}, nil
+}
+
+// partsCounted counts an eager upload's bytes as sent and its completion
+// as one put.
+type partsCounted struct {
+	backend.PartUpload
+	b     *instrumented
+	start time.Time
+}
+
+func (u *partsCounted) SendPart(ctx context.Context, number int, r io.ReaderAt, off, n int64) (string, error) {
+	tag, err := u.PartUpload.SendPart(ctx, number, r, off, n)
+	if err == nil {
+		u.b.m.bytes.WithLabelValues("put", "sent").Add(float64(n))
+	}
+	return tag, err
+}
+
+func (u *partsCounted) Complete(ctx context.Context, tags []string, size int64, ifVersion string) (backend.ObjectInfo, error) {
+	oi, err := u.PartUpload.Complete(ctx, tags, size, ifVersion)
+	u.b.m.done("put", u.start, err)
+	return oi, err
+}

@@ -1,0 +1,92 @@
+package s3
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/s3"
+	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+
+	"github.com/stratafs/strata/backend"
+)
+
+var _ backend.PartWriter = (*Backend)(nil)
+
+// partUpload is a multipart upload whose parts the caller sends as the
+// file is written (backend.PartUpload).
+type partUpload struct {
+	b   *Backend
+	key string
+	id  string
+}
+
+// BeginParts creates a multipart upload of key.
+func (b *Backend) BeginParts(ctx context.Context, key string) (backend.PartUpload, error) {
+	if key == "" {
+		return nil, fmt.Errorf("s3: put: empty key")
+	}
+	up, err := b.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &b.bucket, Key: &key}, b.metaTimeout())
+	if err != nil {
+		return nil, mapErr("put", key, err)
+	}
+	return &partUpload{b: b, key: key, id: aws.ToString(up.UploadId)}, nil
+}
+
+func (u *partUpload) SendPart(ctx context.Context, number int, r io.ReaderAt, off, n int64) (string, error) {
+	if number < 1 || number > maxParts || n <= 0 {
+		return "", fmt.Errorf("s3: put %s: part %d of %d bytes: out of range", u.key, number, n)
+	}
+	out, err := u.b.client.UploadPart(ctx, &s3.UploadPartInput{
+		Bucket: &u.b.bucket, Key: &u.key, UploadId: &u.id,
+		PartNumber:    aws.Int32(int32(number)),
+		Body:          io.NewSectionReader(r, off, n),
+		ContentLength: aws.Int64(n),
+	}, u.b.xferTimeout())
+	if err != nil {
+		return "", mapErr(fmt.Sprintf("put (part %d)", number), u.key, err)
+	}
+	return aws.ToString(out.ETag), nil
+}
+
+func (u *partUpload) Complete(ctx context.Context, tags []string, size int64, ifVersion string) (backend.ObjectInfo, error) {
+	done := false
+	defer func() {
+		if !done {
+			u.Abort(ctx)
+		}
+	}()
+	if len(tags) == 0 {
+		return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: no parts", u.key)
+	}
+	parts := make([]types.CompletedPart, len(tags))
+	for i, t := range tags {
+		if t == "" {
+			return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: part %d not sent", u.key, i+1)
+		}
+		parts[i] = types.CompletedPart{ETag: aws.String(t), PartNumber: aws.Int32(int32(i + 1))}
+	}
+	// Fail fast on a condition that already does not hold, as Put does;
+	// CompleteMultipartUpload's check is the authoritative one.
+	if ifVersion != "" {
+		cur, err := u.b.Stat(ctx, u.key)
+		switch {
+		case err != nil && !errors.Is(err, backend.ErrNotExist):
+			return backend.ObjectInfo{}, err
+		case ifVersion == backend.VersionAbsent && err == nil:
+			return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: key exists: %w", u.key, backend.ErrPreconditionFailed)
+		case ifVersion != backend.VersionAbsent && (err != nil || cur.Version != ifVersion):
+			return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: current version is not %s: %w", u.key, ifVersion, backend.ErrPreconditionFailed)
+		}
+	}
+	etag, err := u.b.complete(ctx, u.key, u.id, parts, size, ifVersion)
+	if err != nil {
+		return backend.ObjectInfo{}, err
+	}
+	done = true
+	return u.b.written(ctx, u.key, size, etag), nil
+}
+
+func (u *partUpload) Abort(ctx context.Context) { u.b.abort(ctx, u.key, u.id) }

@@ -1,0 +1,313 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/backend"
+)
+
+// An eager upload sends a file's parts while it is still being written
+// (sync mode, backends with backend.PartWriter), so that a checkpoint's
+// close waits for its last part and the completion only, instead of
+// uploading the whole file after it was written.
+//
+// Nothing it sends is visible in the bucket before Complete, which only
+// the file's upload job calls, after its commit, with the committed size:
+// a file that is never committed (a failed write, a killed writer, an
+// unlinked file) is aborted and leaves nothing. Parts are speculative: a
+// part is sent once the writer has moved past its end, and every write or
+// truncation that touches a part after that marks it for sending again
+// (a per-part generation, taken before the part is read), so the object
+// holds exactly the committed bytes however the file was written.
+var (
+	// eagerPartSize is the part size (S3 needs 5 MiB but for the last).
+	// A variable for the tests.
+	eagerPartSize int64 = 16 << 20
+	// eagerStart: a file is sent in parts once this much of it is written
+	// in order; smaller files go up whole when they are committed.
+	eagerStart = 2 * eagerPartSize
+)
+
+// eagerMaxParts: a larger file (140 GiB) goes up whole at commit.
+const eagerMaxParts = 9000
+
+// errNoEager: the eager upload cannot complete the file; upload it whole.
+var errNoEager = errors.New("writeback: no eager upload")
+
+type eagerUpload struct {
+	pw   backend.PartWriter
+	key  string
+	f    *os.File // our own descriptor on the staging file
+	conc int
+
+	ctx    context.Context // cancelled by abort
+	cancel context.CancelFunc
+
+	mu       sync.Mutex
+	idle     *sync.Cond // signalled when a send or the begin ends
+	up       backend.PartUpload
+	begun    bool  // BeginParts called
+	failed   error // the upload gave up: the file goes up whole
+	frontier int64 // bytes [0, frontier) written, in order
+	gen      []uint64
+	sent     []sentPart
+	inflight int // sends and begin in progress
+	finished bool
+	parts    int // parts sent before the commit (for the log and tests)
+
+	closeOnce sync.Once
+}
+
+type sentPart struct {
+	tag string
+	gen uint64
+	n   int64
+}
+
+// newEager starts tracking a staging file for an eager upload of key;
+// frontier is how much of it is already final (a copy of earlier content).
+func newEager(ctx context.Context, pw backend.PartWriter, key string, f *os.File, frontier int64, conc int) *eagerUpload {
+	fd, err := unix.Dup(int(f.Fd()))
+	if err != nil {
+		return nil // no eager upload; the file goes up whole
+	}
+	unix.CloseOnExec(fd)
+	ctx, cancel := context.WithCancel(ctx)
+	e := &eagerUpload{pw: pw, key: key, f: os.NewFile(uintptr(fd), f.Name()), conc: max(conc, 1),
+		ctx: ctx, cancel: cancel, frontier: frontier}
+	e.idle = sync.NewCond(&e.mu)
+	return e
+}
+
+// growLocked makes room for part i. Caller holds e.mu.
+func (e *eagerUpload) growLocked(i int) {
+	for len(e.gen) <= i {
+		e.gen = append(e.gen, 0)
+		e.sent = append(e.sent, sentPart{})
+	}
+}
+
+// touchLocked marks the parts [off, end) overlaps as changed. Caller
+// holds e.mu.
+func (e *eagerUpload) touchLocked(off, end int64) {
+	if end <= off {
+		return
+	}
+	last := (end - 1) / eagerPartSize
+	if last >= eagerMaxParts {
+		// Too large to send in parts of this size (or a write far past
+		// the end): the file goes up whole, and nothing more is tracked.
+		if e.failed == nil {
+			e.failed = fmt.Errorf("%w: more than %d parts", errNoEager, eagerMaxParts)
+		}
+		return
+	}
+	e.growLocked(int(last))
+	for i := off / eagerPartSize; i <= last; i++ {
+		e.gen[i]++
+	}
+}
+
+// wrote records a write of [off, end) (after its bytes are in the file)
+// and sends the parts the writer has moved past.
+func (e *eagerUpload) wrote(off, end int64) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.touchLocked(off, end)
+	if off <= e.frontier && end > e.frontier {
+		e.frontier = end
+	}
+	e.startLocked()
+}
+
+// truncated records a truncation to n bytes.
+func (e *eagerUpload) truncated(n int64) {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.touchLocked(n/eagerPartSize*eagerPartSize, max(n, e.frontier, int64(len(e.gen))*eagerPartSize))
+	e.frontier = min(e.frontier, n)
+}
+
+// startLocked begins the upload, or sends ready parts, within the
+// concurrency. Caller holds e.mu.
+func (e *eagerUpload) startLocked() {
+	if e.failed != nil || e.finished || e.frontier < eagerStart {
+		return
+	}
+	if !e.begun {
+		e.begun = true
+		e.inflight++
+		go e.begin()
+		return
+	}
+	if e.up == nil {
+		return // begin in progress; it starts the sends when done
+	}
+	ready := int(e.frontier / eagerPartSize)
+	if ready > eagerMaxParts {
+		e.failed = fmt.Errorf("%w: more than %d parts", errNoEager, eagerMaxParts)
+		return
+	}
+	e.growLocked(ready)
+	for i := 0; i < ready && e.inflight < e.conc; i++ {
+		s := e.sent[i]
+		if s.n == -1 || (s.tag != "" && s.gen == e.gen[i]) {
+			continue // in flight, or sent and unchanged
+		}
+		e.sent[i].n = -1
+		e.inflight++
+		go e.send(i, e.gen[i])
+	}
+}
+
+func (e *eagerUpload) begin() {
+	up, err := e.pw.BeginParts(e.ctx, e.key)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inflight--
+	e.idle.Broadcast()
+	if err != nil {
+		e.failed = err
+		return
+	}
+	e.up = up
+	e.startLocked()
+}
+
+// send uploads part i as it is now (gen was read before the bytes are).
+func (e *eagerUpload) send(i int, gen uint64) {
+	tag, err := e.up.SendPart(e.ctx, i+1, e.f, int64(i)*eagerPartSize, eagerPartSize)
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inflight--
+	e.idle.Broadcast()
+	if err != nil {
+		e.sent[i] = sentPart{}
+		if e.failed == nil {
+			e.failed = err
+		}
+		return
+	}
+	e.sent[i] = sentPart{tag: tag, gen: gen, n: eagerPartSize}
+	e.parts++
+	e.startLocked()
+}
+
+// finish completes the upload as the committed file of size bytes under
+// ifVersion: the parts not sent, or changed since, are sent now. No more
+// writes come (the file is committed). errNoEager (wrapped): nothing was
+// completed and the upload is given up; upload the file whole.
+func (e *eagerUpload) finish(ctx context.Context, size int64, ifVersion string) (backend.ObjectInfo, int, error) {
+	e.mu.Lock()
+	e.finished = true
+	for e.inflight > 0 {
+		e.idle.Wait()
+	}
+	up, failed, early := e.up, e.failed, e.parts
+	n := int((size + eagerPartSize - 1) / eagerPartSize)
+	var todo []int
+	tags := make([]string, n)
+	if up != nil && failed == nil && n <= eagerMaxParts {
+		e.growLocked(n - 1)
+		for i := range n {
+			want := min(eagerPartSize, size-int64(i)*eagerPartSize)
+			if s := e.sent[i]; s.tag != "" && s.gen == e.gen[i] && s.n == want {
+				tags[i] = s.tag
+			} else {
+				todo = append(todo, i)
+			}
+		}
+	}
+	e.mu.Unlock()
+	if up == nil || failed != nil || n > eagerMaxParts || size < eagerPartSize {
+		e.abort()
+		return backend.ObjectInfo{}, 0, fmt.Errorf("%w: %v", errNoEager, failed)
+	}
+	if err := e.sendAll(ctx, up, todo, tags, size); err != nil {
+		e.abort()
+		return backend.ObjectInfo{}, 0, fmt.Errorf("%w: %w", errNoEager, err)
+	}
+	info, err := up.Complete(ctx, tags, size, ifVersion)
+	e.close()
+	return info, early, err
+}
+
+// sendAll sends the parts in todo, conc at once.
+func (e *eagerUpload) sendAll(ctx context.Context, up backend.PartUpload, todo []int, tags []string, size int64) error {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	var wg sync.WaitGroup
+	var once sync.Once
+	var first error
+	sem := make(chan struct{}, e.conc)
+	for _, i := range todo {
+		sem <- struct{}{}
+		if ctx.Err() != nil {
+			break
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() { <-sem }()
+			off := int64(i) * eagerPartSize
+			tag, err := up.SendPart(ctx, i+1, e.f, off, min(eagerPartSize, size-off))
+			if err != nil {
+				once.Do(func() { first = err; cancel() })
+				return
+			}
+			tags[i] = tag
+		}()
+	}
+	wg.Wait()
+	if first != nil {
+		return first
+	}
+	return ctx.Err()
+}
+
+// abort gives the upload up: sends stop, its parts are removed.
+func (e *eagerUpload) abort() {
+	if e == nil {
+		return
+	}
+	e.mu.Lock()
+	e.finished = true
+	e.cancel()
+	for e.inflight > 0 {
+		e.idle.Wait()
+	}
+	up := e.up
+	e.up = nil
+	e.mu.Unlock()
+	if up != nil {
+		up.Abort(context.Background())
+	}
+	e.close()
+}
+
+// abortAsync is abort off the caller's path (it waits for sends and
+// calls the backend; callers may hold locks).
+func (e *eagerUpload) abortAsync() {
+	if e != nil {
+		go e.abort()
+	}
+}
+
+func (e *eagerUpload) close() {
+	e.closeOnce.Do(func() {
+		e.cancel()
+		e.f.Close()
+	})
+}
