@@ -62,6 +62,23 @@ type eagerUpload struct {
 	parts    int // parts sent before the commit (for the log and tests)
 
 	closeOnce sync.Once
+	onClose   func() // the manager forgets it
+}
+
+// trackEager records e until it is finished or aborted, so that Close
+// can abort it.
+func (m *Manager) trackEager(e *eagerUpload) {
+	if e == nil {
+		return
+	}
+	m.eagerMu.Lock()
+	m.eagers[e] = struct{}{}
+	m.eagerMu.Unlock()
+	e.onClose = func() {
+		m.eagerMu.Lock()
+		delete(m.eagers, e)
+		m.eagerMu.Unlock()
+	}
 }
 
 type sentPart struct {
@@ -309,5 +326,8 @@ func (e *eagerUpload) close() {
 	e.closeOnce.Do(func() {
 		e.cancel()
 		e.f.Close()
+		if e.onClose != nil {
+			e.onClose()
+		}
 	})
 }

@@ -286,3 +286,22 @@ func TestEagerUploadFarWrite(t *testing.T) {
 	}
 	e.abort()
 }
+
+// TestEagerUploadAbortedAtClose: a file still being written when the
+// mount stops leaves no incomplete upload behind.
+func TestEagerUploadAbortedAtClose(t *testing.T) {
+	smallParts(t)
+	b := newPartsBucket()
+	e := newEnv(t, Sync, b.fakeBucket, "")
+	e.m.pw = b
+	st, err := e.m.NewStaging("open.pt")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writeSeq(t, st, make([]byte, 4*eagerPartSize), 0)
+	waitFor(t, "parts sent", func() bool { _, s, _, _ := b.counts(); return s >= 1 })
+	e.close()
+	if begun, _, aborted, open := b.counts(); begun != 1 || aborted != 1 || open != 0 {
+		t.Fatalf("after Close: %d begun, %d aborted, %d open; want 1, 1, 0", begun, aborted, open)
+	}
+}

@@ -93,6 +93,9 @@ type Manager struct {
 	probing   bool
 	lastProbe time.Time
 	closed    bool
+
+	eagerMu sync.Mutex                // a leaf: guards eagers
+	eagers  map[*eagerUpload]struct{} // eager uploads not finished or aborted
 }
 
 // ErrReadOnly: the backend takes no writes.
@@ -113,7 +116,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	m := &Manager{
 		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, names: names, log: opts.Logger,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, kept: map[string]*keptWrite{},
-		writing: map[string]int{}, movesDone: make(chan struct{}),
+		writing: map[string]int{}, movesDone: make(chan struct{}), eagers: map[*eagerUpload]struct{}{},
 	}
 	m.del, _ = be.(backend.Deleter)
 	m.pw, _ = w.(backend.PartWriter)
@@ -424,6 +427,18 @@ func (m *Manager) Close() {
 	m.mu.Unlock()
 	m.cancel()
 	m.wg.Wait()
+	// Parts sent for files not uploaded (still being written, or
+	// committed and not started) would stay in the bucket as incomplete
+	// uploads: remove them. Their files are uploaded whole later.
+	m.eagerMu.Lock()
+	live := make([]*eagerUpload, 0, len(m.eagers))
+	for e := range m.eagers {
+		live = append(live, e)
+	}
+	m.eagerMu.Unlock()
+	for _, e := range live {
+		e.abort()
+	}
 }
 
 func stateName(s index.UploadState) string {

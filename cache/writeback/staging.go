@@ -43,6 +43,7 @@ func (m *Manager) NewStaging(key string) (*Staging, error) {
 			conc = 4
 		}
 		s.eager = newEager(m.ctx, m.pw, key, f, 0, conc)
+		m.trackEager(s.eager)
 	}
 	m.mu.Lock()
 	m.writing[key]++
