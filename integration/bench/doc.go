@@ -23,8 +23,8 @@
 //
 // Usage (the Makefile builds everything first):
 //
-//	make bench                                 # full scale, all rows (about 35 min on 2 cores)
-//	make bench-quick                           # small scale (about 6 min)
+//	make bench                                 # full scale, all rows (about 112 min on 2 cores)
+//	make bench-quick                           # small scale: one 20 ms block, one run per phase
 //	make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata -latencies 20ms'
 //	make bench BENCH_FLAGS='-backend gcs'      # the reads over fake-gcs-server (strata rows only)
 //	make bench BENCH_FLAGS='-workloads checkpoint'   # torch.save and Hugging Face checkpoints (issues #13, #18)
@@ -33,19 +33,8 @@
 //	make bench BENCH_FLAGS='-workloads au-resnet50'     # issue #18's MLPerf Storage-style AU search
 //	bin/strata-bench -h                        # every flag; STRATA_BENCH_* env vars set defaults
 //
-// The times above predate the DataLoader workload, which adds 9 epochs
-// (3 phases × -repeat) per system and latency: of 2,000 JPEGs at full
-// scale, 500 at quick; and the PyTorch checkpoint workload, which writes
-// through each mount, per latency, one torch.save and three Hugging Face
-// checkpoints (two untimed) of 2 GiB (256 MiB at quick) and reads the
-// torch.save back: about 8 GiB per mount and latency, not yet timed at
-// full scale; and webdataset-py (tarshards.go), which streams the
-// WebDataset shards with Python's tarfile in DataLoader workers, 9 epochs
-// of 1 GiB (128 MiB at quick) per system and latency, not yet timed; and
-// au-resnet50 (au.go), a cold and a warm search for the largest number of
-// emulated accelerators kept at AU >= 90%, each N one pass over the
-// DataLoader's JPEGs (remounted on an empty cache before each cold N),
-// not yet timed.
+// Each report says where its time went ("time spent"); docs/benchmarks.md
+// section 4 sums the published runs per workload.
 //
 // Results go to stdout and to -out (results.md, results.json, and a
 // chart-FAMILY.png per workload family); progress goes to stderr. Data, the MinIO drive and logs stay in -workdir
