@@ -76,11 +76,11 @@ var scales = map[string]Scale{
 		Listing:        workload.ListingSpec{Prefix: "listing", Keys: 5000, Dirs: 5, SubDirs: 5, Size: 64},
 		ListingDeep:    workload.ListingSpec{Prefix: "listing-deep", Keys: 2000, Dirs: 10, SubDirs: 20, Size: 64},
 		CheckpointSize: 128 * mib,
-		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 500, Dirs: 10, MinSize: 100 * kib, MaxSize: 150 * kib},
+		JPEGFolder:     workload.JPEGFolderSpec{Prefix: "jpegfolder", Files: 256, Dirs: 8, MinSize: 100 * kib, MaxSize: 150 * kib},
 		Samples:        workload.SamplesSpec{Prefix: "unet3d", Files: 8, Size: 32 * mib, Jitter: 0.8},
 		// The quick scale checks that every workload runs on every system
-		// in under 10 minutes: the slow peers' phases stop at 10 s, and
-		// the AU search at 4 accelerators.
+		// in under 10 minutes: 256 JPEGs (four batches), the slow peers'
+		// phases stop at 10 s, and the AU search at 4 accelerators.
 		PhaseCap:   10 * time.Second,
 		AUMaxAccel: 4,
 	},
