@@ -2,7 +2,6 @@ package s3
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 
@@ -68,18 +67,8 @@ func (u *partUpload) Complete(ctx context.Context, tags []string, size int64, if
 		}
 		parts[i] = types.CompletedPart{ETag: aws.String(t), PartNumber: aws.Int32(int32(i + 1))}
 	}
-	// Fail fast on a condition that already does not hold, as Put does;
-	// CompleteMultipartUpload's check is the authoritative one.
-	if ifVersion != "" {
-		cur, err := u.b.Stat(ctx, u.key)
-		switch {
-		case err != nil && !errors.Is(err, backend.ErrNotExist):
-			return backend.ObjectInfo{}, err
-		case ifVersion == backend.VersionAbsent && err == nil:
-			return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: key exists: %w", u.key, backend.ErrPreconditionFailed)
-		case ifVersion != backend.VersionAbsent && (err != nil || cur.Version != ifVersion):
-			return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: current version is not %s: %w", u.key, ifVersion, backend.ErrPreconditionFailed)
-		}
+	if err := u.b.precheck(ctx, u.key, ifVersion); err != nil {
+		return backend.ObjectInfo{}, err
 	}
 	etag, err := u.b.complete(ctx, u.key, u.id, parts, size, ifVersion)
 	if err != nil {

@@ -106,18 +106,8 @@ func (b *Backend) written(ctx context.Context, key string, size int64, etag stri
 }
 
 func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, size, partSize int64, conc int, ifVersion string) (backend.ObjectInfo, error) {
-	// Fail fast on a condition that already does not hold; the
-	// authoritative check is the one on CompleteMultipartUpload.
-	if ifVersion != "" {
-		cur, err := b.Stat(ctx, key)
-		switch {
-		case err != nil && !errors.Is(err, backend.ErrNotExist):
-			return backend.ObjectInfo{}, err
-		case ifVersion == backend.VersionAbsent && err == nil:
-			return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: key exists: %w", key, backend.ErrPreconditionFailed)
-		case ifVersion != backend.VersionAbsent && (err != nil || cur.Version != ifVersion):
-			return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: current version is not %s: %w", key, ifVersion, backend.ErrPreconditionFailed)
-		}
+	if err := b.precheck(ctx, key, ifVersion); err != nil {
+		return backend.ObjectInfo{}, err
 	}
 	up, err := b.client.CreateMultipartUpload(ctx, &s3.CreateMultipartUploadInput{Bucket: &b.bucket, Key: &key}, b.metaTimeout())
 	if err != nil {
@@ -154,6 +144,25 @@ func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, s
 	}
 	done = true
 	return b.written(ctx, key, size, etag), nil
+}
+
+// precheck fails fast on a condition that already does not hold, before
+// a multipart upload is sent or completed; the authoritative check is
+// the one on CompleteMultipartUpload.
+func (b *Backend) precheck(ctx context.Context, key, ifVersion string) error {
+	if ifVersion == "" {
+		return nil
+	}
+	cur, err := b.Stat(ctx, key)
+	switch {
+	case err != nil && !errors.Is(err, backend.ErrNotExist):
+		return err
+	case ifVersion == backend.VersionAbsent && err == nil:
+		return fmt.Errorf("s3: put %s: key exists: %w", key, backend.ErrPreconditionFailed)
+	case ifVersion != backend.VersionAbsent && (err != nil || cur.Version != ifVersion):
+		return fmt.Errorf("s3: put %s: current version is not %s: %w", key, ifVersion, backend.ErrPreconditionFailed)
+	}
+	return nil
 }
 
 // runParts runs part(i) for i in [0, n) with at most conc in flight and
