@@ -58,6 +58,7 @@ type eagerUpload struct {
 	gen      []uint64
 	sent     []sentPart
 	inflight int // sends and begin in progress
+	next     int // the first part never sent: startLocked goes on from it
 	finished bool
 	parts    int // parts sent before the commit (for the log and tests)
 
@@ -177,15 +178,13 @@ func (e *eagerUpload) startLocked() {
 		e.failed = fmt.Errorf("%w: more than %d parts", errNoEager, eagerMaxParts)
 		return
 	}
+	// Each write calls this: it looks at the parts not yet sent only, not
+	// at every part of the file. A sent part written over again is sent
+	// again by finish (its generation changed).
 	e.growLocked(ready)
-	for i := 0; i < ready && e.inflight < e.conc; i++ {
-		s := e.sent[i]
-		if s.n == -1 || (s.tag != "" && s.gen == e.gen[i]) {
-			continue // in flight, or sent and unchanged
-		}
-		e.sent[i].n = -1
+	for ; e.next < ready && e.inflight < e.conc; e.next++ {
 		e.inflight++
-		go e.send(i, e.gen[i])
+		go e.send(e.next, e.gen[e.next])
 	}
 }
 
