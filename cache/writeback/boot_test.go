@@ -18,6 +18,7 @@ func newEnvOnBoot(t *testing.T, mode Mode, b *fakeBucket, dir, boot string) *env
 	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir}
 	o := DefaultOptions()
 	o.Mode, o.RetryMin, o.RetryMax, o.BootID = mode, 10*time.Millisecond, 50*time.Millisecond, boot
+	o.Delay = 0
 	m, err := New(e.store, b, o, &fakeNames{e: e})
 	if err != nil {
 		t.Fatal(err)

@@ -34,10 +34,19 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 	m.mu.Lock()
 	defer m.kick()
 	defer m.mu.Unlock()
+	now := time.Now()
 	if n := m.writing[key]; n > 0 {
 		delete(m.writing, key)
 		m.writing[newKey] += n
+		m.touchLocked(key, -n, now)
+		m.touchLocked(newKey, n, now)
+		for s := range m.open {
+			if s.key == key {
+				s.key = newKey // its untrack counts it off newKey
+			}
+		}
 	}
+	m.touchLocked(newKey, 0, now)
 	// A job whose object has landed under key stays there and settles;
 	// the caller renames the bucket's object (moving it would requeue an
 	// upload whose staged file is already the cache's copy of key).
@@ -143,8 +152,10 @@ func settled(ctx context.Context, js []*Job) error {
 // error of the one that failed, if any.
 func (m *Manager) WaitKey(ctx context.Context, key string) error {
 	m.mu.Lock()
+	m.expediteLocked(key)
 	js := append([]*Job(nil), m.byKey[key]...)
 	m.mu.Unlock()
+	m.kick()
 	var first error
 	for _, j := range js {
 		if err := j.Wait(ctx); err != nil && first == nil {
@@ -180,6 +191,7 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 		return m.Summary(), ctx.Err()
 	}
 	m.mu.Lock()
+	m.expediteLocked("")
 	var js []*Job
 	for j := range m.jobs {
 		if !j.held {
@@ -187,6 +199,7 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 		}
 	}
 	m.mu.Unlock()
+	m.kick()
 	err := settled(ctx, js)
 	return m.Summary(), err
 }

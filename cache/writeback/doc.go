@@ -18,6 +18,13 @@
 // compared with the bucket's object, in case an earlier attempt landed
 // (confirm.go).
 //
+// In async mode an upload waits Options.Delay (--upload-delay, 5 s) after
+// its file's last close, and until its directory has been quiet as long
+// (no file of it being written, opened, closed or renamed into it; at most
+// delayCap delays): a directory written and then renamed (the Hugging Face
+// Trainer's tmp-checkpoint-N) is renamed by Rekey before anything goes up
+// (delay.go). fsync, strata sync, Retry and unmount end the delay.
+//
 // In sync mode, on backends that take uploads in parts (S3), a file is
 // sent in parts while it is being written once 32 MiB of it is written in
 // order (eager.go): the commit then sends the parts not sent or changed

@@ -39,7 +39,11 @@ type Job struct {
 	held      bool // committed while the file is still open: waits for Unhold
 	failed    bool // permanent error; kept until written again or deleted
 	notBefore time.Time
-	tries     int // failed attempts since the backend last answered (the backoff)
+	// released: when the file's last close let the job go (async mode),
+	// the start of its upload delay; expedite ends the delay (delay.go).
+	released time.Time
+	expedite bool
+	tries    int // failed attempts since the backend last answered (the backoff)
 	// content is what the file reads as until the upload is complete (the
 	// job's hold, released when the job goes).
 	content *Content
@@ -135,6 +139,10 @@ func (m *Manager) dispatch() {
 			if j.running || j.failed || j.held || j.journaling || j.dropped != nil {
 				continue
 			}
+			if due := m.dueLocked(j); due.After(now) {
+				wakeAt = minTime(wakeAt, due)
+				continue
+			}
 			if j.notBefore.After(now) {
 				wakeAt = minTime(wakeAt, j.notBefore)
 				if probe := m.probeDueLocked(now, j.rec.Key); !probe.IsZero() {
@@ -150,6 +158,9 @@ func (m *Manager) dispatch() {
 			m.running++
 			m.wg.Add(1)
 			go m.upload(ctx, j, j.rec)
+		}
+		if m.delayed() && len(m.dirs) > 0 {
+			m.forgetQuietDirsLocked(now)
 		}
 		m.mu.Unlock()
 		timer.Reset(time.Until(wakeAt))

@@ -36,18 +36,22 @@ type Options struct {
 	// backend's choice, growing with the object).
 	PartSize        int64
 	PartConcurrency int
-	RetryMin        time.Duration // first pause before retrying a failed upload
-	RetryMax        time.Duration // longest pause between retries
-	Logger          *slog.Logger
+	// Delay (async mode): an upload waits until its file has been closed
+	// this long and its directory has been quiet as long (delay.go).
+	Delay    time.Duration
+	RetryMin time.Duration // first pause before retrying a failed upload
+	RetryMax time.Duration // longest pause between retries
+	Logger   *slog.Logger
 	// BootID names this boot of the machine ("": read from
 	// /proc/sys/kernel/random/boot_id). Staged bytes journaled without an
 	// fsync (sync mode) are trusted after a restart only on the same boot.
 	BootID string
 }
 
-// DefaultOptions: sync mode, 4 uploads at once, retries from 1 s to 5 min.
+// DefaultOptions: sync mode, 4 uploads at once, a 5 s delay in async mode
+// (rclone's --vfs-write-back), retries from 1 s to 5 min.
 func DefaultOptions() Options {
-	return Options{Mode: Sync, Concurrency: 4, RetryMin: time.Second, RetryMax: 5 * time.Minute}
+	return Options{Mode: Sync, Concurrency: 4, Delay: 5 * time.Second, RetryMin: time.Second, RetryMax: 5 * time.Minute}
 }
 
 // Names is the namespace the write path keeps current (cache/meta's
@@ -83,11 +87,13 @@ type Manager struct {
 	// movesDone is closed once the renames a crash cut short are finished.
 	movesDone chan struct{}
 
-	mu      sync.Mutex            // guards the fields below (and Job's, Staging.key)
-	jobs    map[*Job]struct{}     // journaled jobs not settled
-	byKey   map[string][]*Job     // in commit order, from Register on
-	kept    map[string]*keptWrite // writes set aside, not uploaded, by key
-	writing map[string]int        // open write sessions (Staging) by key
+	mu      sync.Mutex              // guards the fields below (and Job's, Staging.key)
+	jobs    map[*Job]struct{}       // journaled jobs not settled
+	byKey   map[string][]*Job       // in commit order, from Register on
+	kept    map[string]*keptWrite   // writes set aside, not uploaded, by key
+	writing map[string]int          // open write sessions (Staging) by key
+	open    map[*Staging]struct{}   // the open write sessions (a rename rekeys them)
+	dirs    map[string]*dirActivity // async upload delay: activity by directory (delay.go)
 	running int
 	// A probe of a backend that failed uploads (retry.go).
 	probing   bool
@@ -116,7 +122,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	m := &Manager{
 		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, names: names, log: opts.Logger,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, kept: map[string]*keptWrite{},
-		writing: map[string]int{}, movesDone: make(chan struct{}), eagers: map[*eagerUpload]struct{}{},
+		writing: map[string]int{}, open: map[*Staging]struct{}{}, dirs: map[string]*dirActivity{}, movesDone: make(chan struct{}), eagers: map[*eagerUpload]struct{}{},
 	}
 	m.del, _ = be.(backend.Deleter)
 	m.pw, _ = w.(backend.PartWriter)
@@ -234,9 +240,14 @@ func (m *Manager) CommitHeld(ctx context.Context, key string, st *Staging, base 
 // Unhold lets key's held uploads start.
 func (m *Manager) Unhold(key string) {
 	m.mu.Lock()
+	now := time.Now()
 	for _, j := range m.byKey[key] {
-		j.held = false
+		if j.held || j.released.IsZero() {
+			j.held = false
+			m.releaseLocked(j, now)
+		}
 	}
+	m.touchLocked(key, 0, now)
 	m.mu.Unlock()
 	m.kick()
 }
@@ -299,6 +310,10 @@ func (m *Manager) Register(key string, st *Staging, base string, mtime int64, he
 	if base == "" {
 		m.followLocked(j)
 	}
+	if !j.held {
+		m.releaseLocked(j, time.Now())
+	}
+	m.touchLocked(key, 0, time.Now())
 	m.byKey[key] = append(m.byKey[key], j)
 	m.mu.Unlock()
 	return j, nil

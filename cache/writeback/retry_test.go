@@ -18,7 +18,7 @@ func TestBackoffEndsWhenTheBackendAnswers(t *testing.T) {
 	dir := t.TempDir()
 	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir}
 	o := DefaultOptions()
-	o.Mode, o.RetryMin, o.RetryMax = Async, 10*time.Minute, 10*time.Minute
+	o.Mode, o.RetryMin, o.RetryMax, o.Delay = Async, 10*time.Minute, 10*time.Minute, 0
 	m, err := New(e.store, b, o, &fakeNames{e: e})
 	if err != nil {
 		t.Fatal(err)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"time"
 )
 
 // Staging is one file being written through the mount: a write session.
@@ -47,6 +48,8 @@ func (m *Manager) NewStaging(key string) (*Staging, error) {
 	}
 	m.mu.Lock()
 	m.writing[key]++
+	m.open[s] = struct{}{}
+	m.touchLocked(key, 1, time.Now())
 	m.mu.Unlock()
 	return s, nil
 }
@@ -55,10 +58,19 @@ func (m *Manager) NewStaging(key string) (*Staging, error) {
 func (s *Staging) untrack() {
 	m := s.m
 	m.mu.Lock()
+	if _, ok := m.open[s]; !ok {
+		m.mu.Unlock()
+		return // untracked already
+	}
+	delete(m.open, s)
 	if m.writing[s.key]--; m.writing[s.key] <= 0 {
 		delete(m.writing, s.key)
 	}
+	m.touchLocked(s.key, -1, time.Now())
 	m.mu.Unlock()
+	if m.delayed() {
+		m.kick() // the directory's held uploads count their delay from now
+	}
 }
 
 // NewStagingCopy makes a staging file of key holding a copy of the first

@@ -20,6 +20,7 @@ import (
 const (
 	StatePending   = "pending"      // waiting for a worker
 	StateHeld      = "held"         // the file is still open (async): waits for its last close or fsync
+	StateDelayed   = "delayed"      // closed (async): waits for --upload-delay of quiet in its directory
 	StateUploading = "uploading"    // an attempt is running
 	StateRetrying  = "retrying"     // an attempt failed; the next one is scheduled
 	StateFailed    = "failed"       // failed for good (precondition, access denied, ...)
@@ -60,6 +61,8 @@ func (m *Manager) Uploads() []Upload {
 			u.State = StateHeld
 		case j.tries > 0:
 			u.State, u.NextRetry = StateRetrying, j.notBefore
+		case m.dueLocked(j).After(time.Now()):
+			u.State, u.NextRetry = StateDelayed, m.dueLocked(j)
 		default:
 			u.State = StatePending
 		}
@@ -112,7 +115,7 @@ func (m *Manager) Retry(key string) (int, error) {
 			if j.tries > 0 || !j.notBefore.IsZero() {
 				j.tries, j.notBefore = 0, time.Time{}
 			}
-			j.held = false
+			j.held, j.expedite = false, true
 			n++
 		}
 	}

@@ -63,6 +63,7 @@ func newEnv(t *testing.T, mode Mode, b *fakeBucket, dir string) *env {
 	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir}
 	o := DefaultOptions()
 	o.Mode, o.RetryMin, o.RetryMax = mode, 10*time.Millisecond, 50*time.Millisecond
+	o.Delay = 0 // delay_test.go sets its own
 	m, err := New(e.store, b, o, &fakeNames{e: e})
 	if err != nil {
 		t.Fatal(err)

@@ -57,6 +57,7 @@ func bindMountFlags(fs *pflag.FlagSet, c *config.Config) {
 func bindWriteFlags(fs *pflag.FlagSet, c *config.WriteConfig) {
 	fs.StringVar(&c.Upload, "upload", c.Upload, "sync: close() returns once the object is in the bucket; async: once it is durable on the cache disk (uploaded in the background)")
 	fs.IntVar(&c.UploadConcurrency, "upload-concurrency", c.UploadConcurrency, "files uploaded at once (each multipart upload also sends parts in parallel)")
+	fs.DurationVar(&c.UploadDelay, "upload-delay", c.UploadDelay, "--upload async: start an upload once its file has been closed this long and nothing in its directory was written for as long (a directory renamed meanwhile moves staged files, not objects); 0: at once")
 	fs.Var(&c.UploadPartSize, "upload-part-size", "multipart part size (0: automatic, growing with the file so 1 TB fits)")
 	fs.IntVar(&c.RenameDirLimit, "rename-dir-limit", c.RenameDirLimit, "most objects a directory rename copies; beyond it rename returns EXDEV (mv then copies itself)")
 }

@@ -46,7 +46,7 @@ func Defaults() Config {
 const MinFreeFraction = 0.10
 
 func defaultWrite() WriteConfig {
-	return WriteConfig{Upload: "sync", UploadConcurrency: 4, RenameDirLimit: 1000}
+	return WriteConfig{Upload: "sync", UploadConcurrency: 4, UploadDelay: 5 * time.Second, RenameDirLimit: 1000}
 }
 
 func defaultShared() SharedConfig {

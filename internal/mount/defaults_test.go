@@ -56,6 +56,7 @@ func TestPackageDefaultsMatchTheTable(t *testing.T) {
 	check("writeback Mode", wo.Mode, writeback.Mode(d.Write.Upload))
 	check("writeback Concurrency", wo.Concurrency, d.Write.UploadConcurrency)
 	check("writeback PartSize", wo.PartSize, int64(d.Write.UploadPartSize))
+	check("writeback Delay", wo.Delay, d.Write.UploadDelay)
 
 	so := shared.DefaultOptions()
 	check("shared BlockSize", so.BlockSize, int64(d.BlockSize))

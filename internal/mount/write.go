@@ -25,6 +25,7 @@ func startWrites(s *Mount) error {
 	o.Mode = writeback.Mode(s.cfg.Write.Upload)
 	o.Concurrency = s.cfg.Write.UploadConcurrency
 	o.PartSize = int64(s.cfg.Write.UploadPartSize)
+	o.Delay = s.cfg.Write.UploadDelay
 	o.Logger = s.log
 	wb, err := writeback.New(s.store, s.be, o, s.meta)
 	if err != nil {
