@@ -141,6 +141,10 @@ type PartWriter interface {
 	// BeginParts starts an upload of key sent in parts. Nothing appears
 	// under key until Complete.
 	BeginParts(ctx context.Context, key string) (PartUpload, error)
+	// AbortParts gives up the upload of key that BeginParts began and
+	// PartUpload.ID named (one a crash left open), removing its parts.
+	// An upload that is no longer there is not an error.
+	AbortParts(ctx context.Context, key, id string) error
 }
 
 // PartUpload is one upload sent in parts. Parts are numbered from 1 and
@@ -157,6 +161,8 @@ type PartUpload interface {
 	Complete(ctx context.Context, tags []string, size int64, ifVersion string) (ObjectInfo, error)
 	// Abort gives the upload up and removes its parts (best effort).
 	Abort(ctx context.Context)
+	// ID names the upload for PartWriter.AbortParts.
+	ID() string
 }
 
 // Deleter is implemented by backends that can remove objects.

@@ -183,3 +183,5 @@ type noParts struct{ Writer }
 func (noParts) BeginParts(context.Context, string) (PartUpload, error) {
 	return nil, ErrNotSupported
 }
+
+func (noParts) AbortParts(context.Context, string, string) error { return ErrNotSupported }

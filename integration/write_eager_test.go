@@ -73,3 +73,54 @@ func TestSyncUploadOverlapsTheWrites(t *testing.T) {
 	// Read back through the mount, the cached copy.
 	readWhole(t, p, data)
 }
+
+// TestKill9MidWriteLeavesNoMultipartUpload: a mount killed while a large
+// file's parts are going up (sync mode) leaves an incomplete multipart
+// upload in the bucket; the next mount on the same cache dir aborts it,
+// and the object never appears.
+func TestKill9MidWriteLeavesNoMultipartUpload(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t).(*minioServer)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	addr := metricsAddr(t)
+	cacheDir := t.TempDir()
+	m := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--metrics-addr", addr)
+	sent := func() float64 {
+		return metric(scrape(t, addr), "strata_backend_bytes_total", map[string]string{"op": "put", "direction": "sent"})
+	}
+	f, err := os.Create(filepath.Join(m.dir, "killed.pt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data := randData(504, 80<<20)
+	for off := 0; off < len(data); off += 1 << 20 {
+		if _, err := f.Write(data[off : off+1<<20]); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// A part is sent only after its upload is recorded.
+	for deadline := time.Now().Add(time.Minute); sent() < 16<<20; time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("after 80 MiB written and a minute, %v bytes sent; want a part", sent())
+		}
+	}
+	m.kill9()
+	open, err := srv.m.MultipartUploads(bucket)
+	if err != nil || len(open) != 1 {
+		t.Fatalf("after the kill: multipart uploads %q, %v; want the one of killed.pt", open, err)
+	}
+	startMount(t, srv, srv.source(bucket, ""), cacheDir)
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if open, err = srv.m.MultipartUploads(bucket); err == nil && len(open) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("30 s after the restart: multipart uploads %q, %v; want none", open, err)
+		}
+	}
+	if _, _, err := bucketSHA(t, w, "killed.pt"); err == nil {
+		t.Fatal("the object of a file never closed is in the bucket")
+	}
+}

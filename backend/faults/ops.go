@@ -145,6 +145,15 @@ func (w writer) BeginParts(ctx context.Context, key string) (backend.PartUpload,
 	return &faultyParts{PartUpload: up, w: w, key: key}, nil
 }
 
+// AbortParts passes through.
+func (w writer) AbortParts(ctx context.Context, key, id string) error {
+	pw, ok := w.b.inner.(backend.PartWriter)
+	if !ok {
+		return backend.ErrNotSupported
+	}
+	return pw.AbortParts(ctx, key, id)
+}
+
 type faultyParts struct {
 	backend.PartUpload
 	w   writer

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 
@@ -79,3 +80,20 @@ func (u *partUpload) Complete(ctx context.Context, tags []string, size int64, if
 }
 
 func (u *partUpload) Abort(ctx context.Context) { u.b.abort(ctx, u.key, u.id) }
+
+func (u *partUpload) ID() string { return u.id }
+
+// AbortParts aborts the multipart upload id of key (one a crash left
+// open); NoSuchUpload (already completed or aborted) is not an error.
+func (b *Backend) AbortParts(ctx context.Context, key, id string) error {
+	_, err := b.client.AbortMultipartUpload(ctx, &s3.AbortMultipartUploadInput{Bucket: &b.bucket, Key: &key, UploadId: &id},
+		b.metaTimeout())
+	var missing *types.NoSuchUpload
+	if err == nil || errors.As(err, &missing) {
+		return nil
+	}
+	if err = mapErr("abort upload", key, err); errors.Is(err, backend.ErrNotExist) {
+		return nil
+	}
+	return err
+}

@@ -21,4 +21,6 @@
 //	'e' srcTag dirPrefix 0x00 name EntryRecord (one listing entry)
 //	's' srcTag key                 EntryRecord of a point lookup
 //	'u' seq(8, BE)                 upload journal entry
+//	'm' seq(8, BE)                 journaled rename in the bucket (MoveRecord)
+//	'p' seq(8, BE)                 multipart upload begun before its commit (PartsRecord)
 package index

@@ -30,7 +30,9 @@
 // order (eager.go): the commit then sends the parts not sent or changed
 // since, and completes the upload under the same condition a Put would
 // have. Nothing is visible before the completion; a file never committed
-// aborts its parts.
+// aborts its parts. The upload's ID is recorded in the index while it is
+// open, so one a crash leaves open is aborted by the next mount
+// (orphans.go).
 //
 // Staged bytes count against the cache size: growing a staging file
 // reserves space first, and a full cache is ENOSPC, never a truncation.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -62,6 +63,12 @@ type eagerUpload struct {
 	finished bool
 	parts    int // parts sent before the commit (for the log and tests)
 
+	// journal records the upload's ID while it is open, so that one a
+	// crash leaves open is aborted by the next mount (orphans.go); nil
+	// when the eager upload is not tracked by a manager.
+	journal  *Manager
+	partsSeq uint64 // its record (0: none)
+
 	closeOnce sync.Once
 	onClose   func() // the manager forgets it
 }
@@ -75,6 +82,7 @@ func (m *Manager) trackEager(e *eagerUpload) {
 	m.eagerMu.Lock()
 	m.eagers[e] = struct{}{}
 	m.eagerMu.Unlock()
+	e.journal = m
 	e.onClose = func() {
 		m.eagerMu.Lock()
 		delete(m.eagers, e)
@@ -190,6 +198,12 @@ func (e *eagerUpload) startLocked() {
 
 func (e *eagerUpload) begin() {
 	up, err := e.pw.BeginParts(e.ctx, e.key)
+	var seq uint64
+	if err == nil && e.journal != nil {
+		if seq, err = e.journal.recordParts(e.key, up.ID()); err != nil {
+			up.Abort(context.WithoutCancel(e.ctx)) // unrecorded: not sent at all
+		}
+	}
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.inflight--
@@ -198,7 +212,7 @@ func (e *eagerUpload) begin() {
 		e.failed = err
 		return
 	}
-	e.up = up
+	e.up, e.partsSeq = up, seq
 	e.startLocked()
 }
 
@@ -231,7 +245,7 @@ func (e *eagerUpload) finish(ctx context.Context, size int64, ifVersion string) 
 	for e.inflight > 0 {
 		e.idle.Wait()
 	}
-	up, failed, early := e.up, e.failed, e.parts
+	up, failed, early, seq := e.up, e.failed, e.parts, e.partsSeq
 	n := int((size + eagerPartSize - 1) / eagerPartSize)
 	var todo []int
 	tags := make([]string, n)
@@ -256,6 +270,11 @@ func (e *eagerUpload) finish(ctx context.Context, size int64, ifVersion string) 
 		return backend.ObjectInfo{}, 0, fmt.Errorf("%w: %w", errNoEager, err)
 	}
 	info, err := up.Complete(ctx, tags, size, ifVersion)
+	if err == nil {
+		e.journal.forgetParts(seq)
+	} else {
+		e.drop(up, seq) // Complete aborted it; make sure before forgetting it
+	}
 	e.close()
 	return info, early, err
 }
@@ -304,13 +323,26 @@ func (e *eagerUpload) abort() {
 	for e.inflight > 0 {
 		e.idle.Wait()
 	}
-	up := e.up
+	up, seq := e.up, e.partsSeq
 	e.up = nil
 	e.mu.Unlock()
 	if up != nil {
-		up.Abort(context.Background())
+		e.drop(up, seq)
 	}
 	e.close()
+}
+
+// drop aborts up, and forgets its record once the backend has: an abort
+// that fails (the backend unreachable) leaves the record for the next
+// mount to abort.
+func (e *eagerUpload) drop(up backend.PartUpload, seq uint64) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := e.pw.AbortParts(ctx, e.key, up.ID()); err != nil {
+		up.Abort(ctx) // best effort, through the upload itself
+		return
+	}
+	e.journal.forgetParts(seq)
 }
 
 // abortAsync is abort off the caller's path (it waits for sends and

@@ -36,6 +36,7 @@ func newPartsBucket() *partsBucket {
 type fakeParts struct {
 	b     *partsBucket
 	key   string
+	id    string
 	parts map[int][]byte
 }
 
@@ -43,7 +44,7 @@ func (b *partsBucket) BeginParts(ctx context.Context, key string) (backend.PartU
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.begun++
-	u := &fakeParts{b: b, key: key, parts: map[int][]byte{}}
+	u := &fakeParts{b: b, key: key, id: fmt.Sprint(b.begun), parts: map[int][]byte{}}
 	b.uploads[u] = true
 	return u, nil
 }
@@ -91,6 +92,20 @@ func (u *fakeParts) Complete(ctx context.Context, tags []string, size int64, ifV
 		return backend.ObjectInfo{}, fmt.Errorf("parts hold %d bytes, want %d", len(all), size)
 	}
 	return u.b.fakeBucket.Put(ctx, u.key, bytes.NewReader(all), size, backend.PutOptions{IfVersion: ifVersion})
+}
+
+func (u *fakeParts) ID() string { return u.id }
+
+func (b *partsBucket) AbortParts(ctx context.Context, key, id string) error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	for u := range b.uploads {
+		if u.key == key && u.id == id {
+			delete(b.uploads, u)
+			b.aborted++
+		}
+	}
+	return nil
 }
 
 func (u *fakeParts) Abort(ctx context.Context) {

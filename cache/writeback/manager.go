@@ -136,6 +136,13 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 		return nil, err
 	}
 	m.loadKept()
+	if orphans := m.findOrphanParts(); len(orphans) > 0 {
+		m.wg.Add(1)
+		go func() {
+			defer m.wg.Done()
+			m.abortOrphanParts(m.ctx, orphans)
+		}()
+	}
 	m.wg.Add(1)
 	go func() {
 		m.finishMoves(moves) // before any upload: see moves.go

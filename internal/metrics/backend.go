@@ -215,6 +215,15 @@ func (p writerPart) BeginParts(ctx context.Context, key string) (backend.PartUpl
 	return &partsCounted{PartUpload: up, b: p.b, start: time.Now()}, nil
 }
 
+// AbortParts passes through.
+func (p writerPart) AbortParts(ctx context.Context, key, id string) error {
+	pw, ok := p.b.inner.(backend.PartWriter)
+	if !ok {
+		return backend.ErrNotSupported
+	}
+	return pw.AbortParts(ctx, key, id)
+}
+
 // partsCounted counts an eager upload's bytes as sent and its completion
 // as one put.
 type partsCounted struct {
