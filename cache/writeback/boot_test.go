@@ -15,17 +15,7 @@ import (
 // newEnvOnBoot is newEnv on a machine whose boot is identified by boot.
 func newEnvOnBoot(t *testing.T, mode Mode, b *fakeBucket, dir, boot string) *env {
 	t.Helper()
-	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir}
-	o := DefaultOptions()
-	o.Mode, o.RetryMin, o.RetryMax, o.BootID = mode, 10*time.Millisecond, 50*time.Millisecond, boot
-	o.Delay = 0
-	m, err := New(e.store, b, o, &fakeNames{e: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.m = m
-	t.Cleanup(e.close)
-	return e
+	return openEnv(t, b, b, dir, func(o *Options) { o.Mode, o.BootID = mode, boot })
 }
 
 // tearStagedFiles zeroes the second half of every staged file: what a

@@ -9,16 +9,8 @@ import (
 // newDelayedEnv is an async env whose uploads wait for delay.
 func newDelayedEnv(t *testing.T, delay time.Duration) *env {
 	t.Helper()
-	e := newEnv(t, Async, newBucket(), "")
-	e.m.Close()
-	o := e.m.opts
-	o.Delay = delay
-	m, err := New(e.store, e.bucket, o, &fakeNames{e: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.m = m
-	return e
+	b := newBucket()
+	return openEnv(t, b, b, "", func(o *Options) { o.Mode, o.Delay = Async, delay })
 }
 
 // stageAt stages data as a write session of key.

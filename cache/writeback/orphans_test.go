@@ -10,16 +10,7 @@ import (
 // parts (so New sees b as its PartWriter).
 func newPartsEnv(t *testing.T, b *partsBucket, dir string) *env {
 	t.Helper()
-	e := &env{store: openStore(t, dir, 1<<30), bucket: b.fakeBucket, dir: dir}
-	o := DefaultOptions()
-	o.Delay = 0
-	m, err := New(e.store, b, o, &fakeNames{e: e})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.m = m
-	t.Cleanup(e.close)
-	return e
+	return openEnv(t, b, b.fakeBucket, dir, func(o *Options) { o.Mode = Sync })
 }
 
 func partsRecords(t *testing.T, ix *index.Index) int {

@@ -57,14 +57,21 @@ func openStore(t *testing.T, dir string, maxBytes int64) *cache.Store {
 
 func newEnv(t *testing.T, mode Mode, b *fakeBucket, dir string) *env {
 	t.Helper()
+	return openEnv(t, b, b, dir, func(o *Options) { o.Mode = mode })
+}
+
+// openEnv starts a manager of be (whose objects fb holds) on a store in
+// dir (new if ""), with quick retries, no upload delay, and set's changes.
+func openEnv(t *testing.T, be backend.Backend, fb *fakeBucket, dir string, set func(*Options)) *env {
+	t.Helper()
 	if dir == "" {
 		dir = t.TempDir()
 	}
-	e := &env{store: openStore(t, dir, 1<<30), bucket: b, dir: dir}
+	e := &env{store: openStore(t, dir, 1<<30), bucket: fb, dir: dir}
 	o := DefaultOptions()
-	o.Mode, o.RetryMin, o.RetryMax = mode, 10*time.Millisecond, 50*time.Millisecond
-	o.Delay = 0 // delay_test.go sets its own
-	m, err := New(e.store, b, o, &fakeNames{e: e})
+	o.RetryMin, o.RetryMax, o.Delay = 10*time.Millisecond, 50*time.Millisecond, 0
+	set(&o)
+	m, err := New(e.store, be, o, &fakeNames{e: e})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,13 @@ import (
 // hfKeep is the Trainer's save_total_limit in the benchmark.
 const hfKeep = 2
 
+// hfSettle bounds the wait for the bucket to hold exactly the checkpoints
+// kept after a step (2 GiB uploads in well under a minute here): a
+// system that leaves a stray object (rclone, when a rename overtakes an
+// upload, may leave the temporary name) fails its row after it instead of
+// holding the run for the whole per-system timeout.
+const hfSettle = 5 * time.Minute
+
 // huggingFace measures the Hugging Face Trainer's checkpoint save in a
 // directory of its own: two untimed steps first (so that every measured
 // step removes the oldest checkpoint, as a long training run does), then
@@ -51,7 +58,7 @@ func (c *ckptRun) huggingFace(ctx context.Context) error {
 				want[c.key(path.Join(dir, ck, name))] = size
 			}
 		}
-		seen, err := workload.WaitObjects(ctx, c.client, c.bucket, c.key(dir)+"/", want, e.Cfg.Timeout)
+		seen, err := workload.WaitObjects(ctx, c.client, c.bucket, c.key(dir)+"/", want, min(e.Cfg.Timeout, hfSettle))
 		if err != nil {
 			return r, 0, err
 		}
