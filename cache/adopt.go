@@ -1,7 +1,6 @@
 package cache
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -47,14 +46,6 @@ func (s *Store) ReleaseStaging(n int64) {
 	}
 }
 
-// BlockCRCs reads the size-byte file at path block by block (the cache's
-// block size) and returns each block's CRC: what Adopt needs, computed
-// by the caller while it does something else with the same bytes (the
-// write path checksums a staged file while uploading it).
-func (s *Store) BlockCRCs(ctx context.Context, path string, size int64) ([]uint32, error) {
-	return blockCRCs(ctx, path, s.adoptRecord(ObjectKey{Key: path, Size: size}))
-}
-
 func (s *Store) adoptRecord(k ObjectKey) index.ObjectRecord {
 	return index.ObjectRecord{
 		Source: k.Source, Key: k.Key, Version: k.Version, Size: k.Size, MTime: k.MTime,
@@ -65,20 +56,15 @@ func (s *Store) adoptRecord(k ObjectKey) index.ObjectRecord {
 // Adopt makes the complete file at path the cached copy of object k: the
 // file moves into the cache (so a checkpoint written through the mount is
 // read back without a GET), every block is marked present with its CRC,
-// and a previous version of the key is retired. crcs are the file's
-// block CRCs from BlockCRCs, or nil to compute them here. The caller's
-// staging reservation of k.Size bytes becomes the object's; on error the
-// caller still holds it and the file stays where it was.
-func (s *Store) Adopt(k ObjectKey, path string, crcs []uint32) error {
+// and a previous version of the key is retired. The caller's staging
+// reservation of k.Size bytes becomes the object's; on error the caller
+// still holds it and the file stays where it was.
+func (s *Store) Adopt(k ObjectKey, path string) error {
 	id := index.IDFor(k.Source, k.Key, k.Version)
 	rec := s.adoptRecord(k)
-	if int64(len(crcs)) != rec.NumBlocks() {
-		var err error
-		if crcs, err = blockCRCs(context.Background(), path, rec); err != nil {
-			return err
-		}
-	} else if fi, err := os.Stat(path); err != nil || fi.Size() != rec.Size {
-		return fmt.Errorf("cache: adopt %s: file is %d bytes, object %d", rec.Key, sizeOrNeg(fi), rec.Size)
+	crcs, err := blockCRCs(path, rec)
+	if err != nil {
+		return err
 	}
 	// An entry for this version may exist (a retry after a crash): drop it.
 	if _, ok, _ := s.ix.GetObject(id); ok {
@@ -125,7 +111,7 @@ func (s *Store) Adopt(k ObjectKey, path string, crcs []uint32) error {
 }
 
 // blockCRCs reads a file block by block and returns each block's CRC.
-func blockCRCs(ctx context.Context, path string, rec index.ObjectRecord) ([]uint32, error) {
+func blockCRCs(path string, rec index.ObjectRecord) ([]uint32, error) {
 	f, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("cache: adopt %s: %w", rec.Key, err)
@@ -138,9 +124,6 @@ func blockCRCs(ctx context.Context, path string, rec index.ObjectRecord) ([]uint
 	crcs := make([]uint32, n)
 	buf := make([]byte, rec.BlockSize)
 	for i := range n {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
 		b := buf[:rec.BlockLen(i)]
 		if _, err := io.ReadFull(io.NewSectionReader(f, i*rec.BlockSize, int64(len(b))), b); err != nil {
 			if errors.Is(err, io.ErrUnexpectedEOF) {

@@ -17,11 +17,11 @@
 // prefetch.Reader. The kernel cannot mix the two on one inode, so the
 // choice is made per inode: while any passthrough handle is open every
 // open is passthrough, and while any userspace handle is open none is.
-// A file written here and committed (its upload pending) is passthrough
-// too, on its staging file (a committed file never changes); an open
-// right after a writer's close waits, with no lock held, for the
-// writer's RELEASE (close() returns before the daemon sees it) and for a
-// landed upload to become the cached copy, each briefly and bounded.
+// A file written here and committed (its upload pending, or landed and
+// still becoming the cached copy) is passthrough too, on its staging file
+// (a committed file never changes); an open right after a writer's close
+// waits, with no lock held and briefly, for the writer's RELEASE (close()
+// returns before the daemon sees it).
 // Cache files are registered with the kernel through a Backing (backing.go:
 // the server's own descriptor, or the CSI plugin for a sidecar), behind a
 // cache of idle registrations (backingreuse.go) so that reopening a small

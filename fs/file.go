@@ -180,42 +180,15 @@ func (n *fileNode) settleIfUploaded(ctx context.Context) {
 	if n.fsys.wb == nil {
 		return
 	}
-	key := n.key.get()
-	if c, ok := n.fsys.wb.Content(key); ok {
+	if c, ok := n.fsys.wb.Content(n.key.get()); ok {
+		// Pending, or landed and still becoming the cached copy: the open
+		// is served from the committed bytes (openCommitted: passthrough
+		// on the staged file, which stays valid when it moves).
 		c.Release()
-		if !n.waitSettled(key) {
-			return // still pending: read the committed bytes
-		}
+		return
 	}
 	// On error the node stays local; its reads refresh it as they can.
 	_, _ = n.refresh(ctx)
-}
-
-// settleWait bounds how long an open waits for a landed upload to become
-// the cached copy: the checksum pass over a file just written runs at
-// memory speed (seconds for tens of GiB), and past the bound the open is
-// served from the staged file, correctly, only through the daemon.
-const settleWait = 10 * time.Second
-
-// waitSettled waits, if key's upload has landed and is being moved into
-// the cache, until it is done; it reports whether the content is gone.
-func (n *fileNode) waitSettled(key string) bool {
-	done := n.fsys.wb.Settling(key)
-	if done == nil {
-		return false
-	}
-	t := time.NewTimer(settleWait)
-	defer t.Stop()
-	select { // not cut short by the caller's signals: bounded instead
-	case <-done:
-	case <-t.C:
-		return false
-	}
-	c, ok := n.fsys.wb.Content(key)
-	if ok {
-		c.Release() // written again meanwhile
-	}
-	return !ok
 }
 
 // releaseWait bounds how long a read-only open waits for the RELEASE of

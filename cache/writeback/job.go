@@ -184,18 +184,6 @@ func minTime(a, b time.Time) time.Time {
 func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 	defer m.wg.Done()
 	path := filepath.Join(m.store.StagingDir(), r.Staging)
-	// The block CRCs that make the staged file the cached copy are taken
-	// while it uploads (a committed file does not change), so the copy is
-	// adopted, and a sync writer's next open is passthrough, right after
-	// the upload lands rather than a checksum pass later.
-	crcs := make(chan []uint32, 1)
-	go func() {
-		c, cerr := m.store.BlockCRCs(ctx, path, r.Size)
-		if cerr != nil {
-			c = nil // Adopt reads the file again and reports the error
-		}
-		crcs <- c
-	}()
 	m.mu.Lock()
 	eager := j.eager
 	j.eager = nil
@@ -243,7 +231,7 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 			// The object is whole in the bucket: a sync close returns now,
 			// while the staged file becomes the cached copy.
 			j.firstAttempt(nil)
-			err = m.complete(j, r, path, info, <-crcs)
+			err = m.complete(j, r, path, info)
 		}
 	}
 	if err == nil && m.names != nil {
@@ -257,9 +245,9 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 
 // complete makes the uploaded file the cached copy of its new version and
 // removes what the upload replaces.
-func (m *Manager) complete(j *Job, r index.UploadRecord, path string, info backend.ObjectInfo, crcs []uint32) error {
+func (m *Manager) complete(j *Job, r index.UploadRecord, path string, info backend.ObjectInfo) error {
 	k := cache.ObjectKey{Source: m.source, Key: r.Key, Version: info.Version, Size: r.Size, MTime: r.MTime}
-	if err := m.store.Adopt(k, path, crcs); err != nil {
+	if err := m.store.Adopt(k, path); err != nil {
 		// The object is up; only the local copy is lost.
 		m.log.Warn("writeback: keeping the uploaded file as cached copy failed", "key", r.Key, "err", err)
 		os.Remove(path)

@@ -412,28 +412,6 @@ func (m *Manager) Content(key string) (*Content, bool) {
 	return nil, false
 }
 
-// Settling returns, for a key whose newest committed content has landed
-// in the bucket and is being moved into the cache (a sync close has
-// returned; Adopt runs), a channel closed once that is done and the
-// content is let go; nil when there is no such job. An open that waits
-// for it is served from the cache file by passthrough instead of from
-// the staged file through the daemon (torch.load right after torch.save).
-func (m *Manager) Settling(key string) <-chan struct{} {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	js := m.byKey[key]
-	for i := len(js) - 1; i >= 0; i-- {
-		if js[i].content == nil || errors.Is(js[i].dropped, errCancelled) {
-			continue
-		}
-		if js[i].landed {
-			return js[i].done
-		}
-		return nil
-	}
-	return nil
-}
-
 func (m *Manager) kick() {
 	select {
 	case m.wake <- struct{}{}:
