@@ -35,15 +35,11 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 	defer m.kick()
 	defer m.mu.Unlock()
 	now := time.Now()
-	if n := m.writing[key]; n > 0 {
-		delete(m.writing, key)
-		m.writing[newKey] += n
-		m.touchLocked(key, -n, now)
-		m.touchLocked(newKey, n, now)
-		for s := range m.open {
-			if s.key == key {
-				s.key = newKey // its untrack counts it off newKey
-			}
+	for s := range m.open {
+		if s.key == key {
+			s.key = newKey // its untrack counts it off newKey's directory
+			m.touchLocked(key, -1, now)
+			m.touchLocked(newKey, 1, now)
 		}
 	}
 	m.touchLocked(newKey, 0, now)

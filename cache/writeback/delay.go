@@ -66,25 +66,18 @@ func (m *Manager) dueLocked(j *Job) time.Time {
 	return minTime(due, limit)
 }
 
-// releaseLocked starts job j's delay (its file's last close, or a commit
-// of a file not held). Caller holds m.mu.
-func (m *Manager) releaseLocked(j *Job, now time.Time) {
-	if j.released.IsZero() {
-		j.released = now
-	}
-}
-
 // expediteLocked ends the delay of key's uploads ("" for every upload).
 // Caller holds m.mu (and kicks the dispatcher after).
 func (m *Manager) expediteLocked(key string) {
-	for k, js := range m.byKey {
-		if key != "" && k != key {
-			continue
+	if key != "" {
+		for _, j := range m.byKey[key] {
+			j.expedite = true
 		}
+		return
+	}
+	for _, js := range m.byKey {
 		for _, j := range js {
-			if key != "" || !j.held { // strata sync leaves files still open alone
-				j.expedite = true
-			}
+			j.expedite = j.expedite || !j.held // strata sync leaves files still open alone
 		}
 	}
 }

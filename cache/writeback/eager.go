@@ -338,11 +338,9 @@ func (e *eagerUpload) abort() {
 func (e *eagerUpload) drop(up backend.PartUpload, seq uint64) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if err := e.pw.AbortParts(ctx, e.key, up.ID()); err != nil {
-		up.Abort(ctx) // best effort, through the upload itself
-		return
+	if e.pw.AbortParts(ctx, e.key, up.ID()) == nil {
+		e.journal.forgetParts(seq)
 	}
-	e.journal.forgetParts(seq)
 }
 
 // abortAsync is abort off the caller's path (it waits for sends and

@@ -294,7 +294,7 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 		// The file stops being local only if nothing newer of it is
 		// committed or being written (the namespace already holds the
 		// bucket's entry: see upload).
-		if js := m.byKey[r.Key]; m.names != nil && len(js) == 1 && js[0] == j && m.writing[r.Key] == 0 {
+		if js := m.byKey[r.Key]; m.names != nil && len(js) == 1 && js[0] == j && !m.writingLocked(r.Key) {
 			dir, name := meta.Parent(r.Key)
 			m.names.ClearLocal(dir, name)
 		}

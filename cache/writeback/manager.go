@@ -91,7 +91,6 @@ type Manager struct {
 	jobs    map[*Job]struct{}       // journaled jobs not settled
 	byKey   map[string][]*Job       // in commit order, from Register on
 	kept    map[string]*keptWrite   // writes set aside, not uploaded, by key
-	writing map[string]int          // open write sessions (Staging) by key
 	open    map[*Staging]struct{}   // the open write sessions (a rename rekeys them)
 	dirs    map[string]*dirActivity // async upload delay: activity by directory (delay.go)
 	running int
@@ -122,7 +121,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	m := &Manager{
 		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, names: names, log: opts.Logger,
 		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, kept: map[string]*keptWrite{},
-		writing: map[string]int{}, open: map[*Staging]struct{}{}, dirs: map[string]*dirActivity{}, movesDone: make(chan struct{}), eagers: map[*eagerUpload]struct{}{},
+		open: map[*Staging]struct{}{}, dirs: map[string]*dirActivity{}, movesDone: make(chan struct{}), eagers: map[*eagerUpload]struct{}{},
 	}
 	m.del, _ = be.(backend.Deleter)
 	m.pw, _ = w.(backend.PartWriter)
@@ -249,9 +248,8 @@ func (m *Manager) Unhold(key string) {
 	m.mu.Lock()
 	now := time.Now()
 	for _, j := range m.byKey[key] {
-		if j.held || j.released.IsZero() {
-			j.held = false
-			m.releaseLocked(j, now)
+		if j.held {
+			j.held, j.released = false, now
 		}
 	}
 	m.touchLocked(key, 0, now)
@@ -317,10 +315,11 @@ func (m *Manager) Register(key string, st *Staging, base string, mtime int64, he
 	if base == "" {
 		m.followLocked(j)
 	}
+	now := time.Now()
 	if !j.held {
-		m.releaseLocked(j, time.Now())
+		j.released = now
 	}
-	m.touchLocked(key, 0, time.Now())
+	m.touchLocked(key, 0, now)
 	m.byKey[key] = append(m.byKey[key], j)
 	m.mu.Unlock()
 	return j, nil

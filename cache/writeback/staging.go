@@ -11,7 +11,7 @@ import (
 )
 
 // Staging is one file being written through the mount: a write session.
-// The manager counts open sessions by key (see Manager.writing), so that
+// The manager tracks open sessions (Manager.open, by key), so that
 // the end of an upload does not hide a file someone is writing again.
 type Staging struct {
 	m    *Manager
@@ -47,14 +47,24 @@ func (m *Manager) NewStaging(key string) (*Staging, error) {
 		m.trackEager(s.eager)
 	}
 	m.mu.Lock()
-	m.writing[key]++
 	m.open[s] = struct{}{}
 	m.touchLocked(key, 1, time.Now())
 	m.mu.Unlock()
 	return s, nil
 }
 
-// untrack ends the session's count in Manager.writing.
+// writingLocked reports whether a write session of key is open. Caller
+// holds m.mu.
+func (m *Manager) writingLocked(key string) bool {
+	for s := range m.open {
+		if s.key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// untrack ends the session in Manager.open.
 func (s *Staging) untrack() {
 	m := s.m
 	m.mu.Lock()
@@ -63,9 +73,6 @@ func (s *Staging) untrack() {
 		return // untracked already
 	}
 	delete(m.open, s)
-	if m.writing[s.key]--; m.writing[s.key] <= 0 {
-		delete(m.writing, s.key)
-	}
 	m.touchLocked(s.key, -1, time.Now())
 	m.mu.Unlock()
 	if m.delayed() {

@@ -52,6 +52,7 @@ func (m *Manager) Uploads() []Upload {
 			Key: j.rec.Key, Size: j.rec.Size, Attempts: int(j.rec.Attempts), Error: j.rec.LastError,
 			Committed: time.Unix(0, j.rec.Created), Copy: filepath.Join(m.store.StagingDir(), j.rec.Staging),
 		}
+		due := m.dueLocked(j)
 		switch {
 		case j.failed:
 			u.State = StateFailed
@@ -61,8 +62,8 @@ func (m *Manager) Uploads() []Upload {
 			u.State = StateHeld
 		case j.tries > 0:
 			u.State, u.NextRetry = StateRetrying, j.notBefore
-		case m.dueLocked(j).After(time.Now()):
-			u.State, u.NextRetry = StateDelayed, m.dueLocked(j)
+		case due.After(time.Now()):
+			u.State, u.NextRetry = StateDelayed, due
 		default:
 			u.State = StatePending
 		}
@@ -160,7 +161,7 @@ func (m *Manager) Discard(key string) ([]string, error) {
 			m.mu.Unlock()
 			return nil, err
 		}
-		if m.names != nil && m.writing[key] == 0 {
+		if m.names != nil && !m.writingLocked(key) {
 			dir, name := meta.Parent(key)
 			m.names.ClearLocal(dir, name)
 		}
