@@ -2,8 +2,13 @@
 # Included by the top-level Makefile, which defines GO, BIN, build and tools.
 #
 #   make demo                       the README's demo: MinIO, mount, two epochs
-#   make bench                      full benchmark (markdown table + PNG chart)
-#   make bench-quick                the same at a small scale (a few minutes)
+#   make bench                      the training benchmark: PyTorch DataLoader,
+#                                   accelerator utilisation, Python shard reader,
+#                                   checkpoints (markdown tables + PNG charts)
+#   make bench-paths                one read path at a time: small files, shards,
+#                                   random preads, listings
+#   make bench-all                  both in one run
+#   make bench-quick                every workload at a small scale (a few minutes)
 #   make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata'
 #
 # bench-tools installs what only the benchmark needs: toxiproxy (from the Go
@@ -14,9 +19,12 @@
 TOXIPROXY_VERSION ?= v2.5.0
 BENCH_OUT         ?= $(CURDIR)/bench-results
 BENCH_FLAGS       ?=
+# make bench's workloads (strata-bench's set "training"; BENCH_FLAGS may
+# name others: the last -workloads given wins).
+BENCH_WORKLOADS   ?= training
 DEMO_FLAGS        ?=
 
-.PHONY: bench bench-quick bench-tools bench-peers bench-bin demo demo-bin
+.PHONY: bench bench-paths bench-all bench-quick bench-tools bench-peers bench-bin demo demo-bin
 
 # toxiproxy v2.5.0 keeps its server under cmd/server; install it under the
 # name its documentation uses.
@@ -51,7 +59,13 @@ demo-bin:
 	$(GO) build -o $(BIN)/strata-demo ./integration/demo
 
 bench: build tools bench-tools bench-bin
-	$(BIN)/strata-bench -out $(BENCH_OUT) $(BENCH_FLAGS)
+	$(BIN)/strata-bench -workloads $(BENCH_WORKLOADS) -out $(BENCH_OUT) $(BENCH_FLAGS)
+
+bench-paths: build tools bench-tools bench-bin
+	$(BIN)/strata-bench -workloads paths -out $(BENCH_OUT)-paths $(BENCH_FLAGS)
+
+bench-all: build tools bench-tools bench-bin
+	$(BIN)/strata-bench -workloads all -out $(BENCH_OUT)-all $(BENCH_FLAGS)
 
 bench-quick: build tools bench-tools bench-bin
 	$(BIN)/strata-bench -scale quick -out $(BENCH_OUT)-quick $(BENCH_FLAGS)

@@ -135,7 +135,9 @@ type Config struct {
 func parseFlags(args []string) (Config, error) {
 	fs := flag.NewFlagSet("strata-bench", flag.ContinueOnError)
 	scale := fs.String("scale", envOr("STRATA_BENCH_SCALE", "full"), "data size: full (issue #3), quick or tiny")
-	wls := fs.String("workloads", envOr("STRATA_BENCH_WORKLOADS", strings.Join(workloadNames(), ",")), "comma-separated subset of "+strings.Join(workloadNames(), ","))
+	wls := fs.String("workloads", envOr("STRATA_BENCH_WORKLOADS", "all"), "comma-separated workloads of "+strings.Join(workloadNames(), ",")+
+		", or sets: training (make bench: "+strings.Join(workloadSets["training"], ",")+"), paths (make bench-paths: "+
+		strings.Join(workloadSets["paths"], ",")+"), all")
 	sys := fs.String("systems", envOr("STRATA_BENCH_SYSTEMS", strings.Join(systemNames(), ",")), "comma-separated subset of "+strings.Join(systemNames(), ","))
 	lats := fs.String("latencies", envOr("STRATA_BENCH_LATENCIES", "0ms,20ms"), "injected latencies per request (toxiproxy; -scale quick: 20ms unless given)")
 	work := fs.String("workdir", envOr("STRATA_BENCH_DIR", filepath.Join(os.TempDir(), "strata-bench.work")), "data, MinIO drive, caches and logs (data is reused across runs)")
@@ -178,7 +180,7 @@ func parseFlags(args []string) (Config, error) {
 		return c, fmt.Errorf("unknown scale %q (full, quick, tiny)", *scale)
 	}
 	var err error
-	if c.Workloads, err = subset(*wls, workloadNames()); err != nil {
+	if c.Workloads, err = subset(expandSets(*wls), workloadNames()); err != nil {
 		return c, fmt.Errorf("-workloads: %w", err)
 	}
 	if c.Systems, err = subset(*sys, systemNames()); err != nil {

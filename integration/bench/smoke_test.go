@@ -59,21 +59,15 @@ func needTools(t *testing.T, names ...string) {
 }
 
 // smoke runs the benchmark at the tiny scale and returns its report. The
-// DataLoader and the checkpoints (Python processes running PyTorch) have
-// tests of their own: the others run every other workload unless extra
-// says -workloads.
+// workloads of `make bench` (Python processes running PyTorch) have tests
+// of their own: the others run `make bench-paths`' set unless extra says
+// -workloads.
 func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, string) {
 	t.Helper()
 	needTools(t, "minio", "toxiproxy-server")
 	dir := t.TempDir()
-	var wls []string
-	for _, w := range workloadNames() {
-		if w != (dataLoader{}).Name() && w != (checkpoint{}).Name() && w != (tarShards{}).Name() && w != auResNet50.Name() && w != auUNet3D.Name() {
-			wls = append(wls, w)
-		}
-	}
 	cfg, err := parseFlags(append([]string{"-scale", "tiny", "-systems", systems, "-latencies", latencies,
-		"-workloads", strings.Join(wls, ","),
+		"-workloads", "paths",
 		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify", "-repeat", "2"}, extra...))
 	if err != nil {
 		t.Fatal(err)

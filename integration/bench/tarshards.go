@@ -24,6 +24,13 @@ const tarShardsBatch = 64
 func (tarShards) Name() string { return "webdataset-py" }
 func (tarShards) Unit() string { return "MB/s" }
 
+// OneLatency: the Python shard reader runs in the last latency block only.
+// It is bound by tarfile on the CPU (115-180 MB/s even from local disk on
+// the published 2-core VM), it is the longest workload of `make bench`
+// after the DataLoader, and the Go shard readers of `make bench-paths`
+// measure sequential reads at every latency.
+func (tarShards) OneLatency() bool { return true }
+
 func (tarShards) Title(c Config) string {
 	s := c.Scale
 	per, _ := s.WebDataset.ShardContents()

@@ -75,6 +75,35 @@ func workloadNames() []string {
 	return out
 }
 
+// workloadSets are the selections -workloads takes by name besides single
+// workloads (and "all"). training is issue #18's benchmark, what `make
+// bench` runs: a training job's data loading, its accelerator utilisation
+// and its checkpoints, with PyTorch. paths measures one read path at a
+// time (small files, shards, random preads, listings: the targets of
+// issues #14 and #15), what `make bench-paths` runs. Every workload is in
+// exactly one of them.
+var workloadSets = map[string][]string{
+	"training": {"dataloader", "au-resnet50", "au-unet3d", "webdataset-py", "checkpoint"},
+	"paths":    {"imagefolder", "webdataset", "random", "listing", "listing-deep"},
+}
+
+// expandSets replaces the set names in a comma list by their workloads.
+func expandSets(list string) string {
+	var out []string
+	for _, n := range strings.Split(list, ",") {
+		n = strings.TrimSpace(n)
+		switch {
+		case n == "all":
+			out = append(out, workloadNames()...)
+		case workloadSets[n] != nil:
+			out = append(out, workloadSets[n]...)
+		default:
+			out = append(out, n)
+		}
+	}
+	return strings.Join(out, ",")
+}
+
 // Phases collects the rows of one workload on one system at one latency.
 type Phases struct {
 	env  *Env

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,5 +88,43 @@ func TestRemountedPhase(t *testing.T) {
 	}
 	if fs.restarts != 2 || len(p.rows) != 2 || !strings.Contains(p.rows[1].Err, "boom") {
 		t.Errorf("%d restarts, rows %+v", fs.restarts, p.rows)
+	}
+}
+
+// TestWorkloadSets: every workload is in exactly one named set, so `make
+// bench` and `make bench-paths` together run what `make bench-all` runs,
+// and set names mix with single workloads.
+func TestWorkloadSets(t *testing.T) {
+	seen := map[string]string{}
+	for set, names := range workloadSets {
+		for _, n := range names {
+			if other, ok := seen[n]; ok {
+				t.Errorf("%s is in %s and %s", n, other, set)
+			}
+			seen[n] = set
+		}
+	}
+	for _, n := range workloadNames() {
+		if seen[n] == "" {
+			t.Errorf("workload %s is in no set", n)
+		}
+		delete(seen, n)
+	}
+	for n := range seen {
+		t.Errorf("set member %s is no workload", n)
+	}
+	cfg, err := parseFlags([]string{"-workloads", "paths,checkpoint"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := append(slices.Clone(workloadSets["paths"]), "checkpoint")
+	if !reflect.DeepEqual(cfg.Workloads, want) {
+		t.Errorf("paths,checkpoint selects %v, want %v", cfg.Workloads, want)
+	}
+	if cfg, err = parseFlags([]string{"-workloads", "all"}); err != nil || !reflect.DeepEqual(cfg.Workloads, workloadNames()) {
+		t.Errorf("all selects %v (%v)", cfg.Workloads, err)
+	}
+	if _, err := parseFlags([]string{"-workloads", "trainig"}); err == nil {
+		t.Error("a misspelt set was accepted")
 	}
 }
