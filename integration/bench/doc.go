@@ -23,8 +23,10 @@
 //
 // Usage (the Makefile builds everything first):
 //
-//	make bench                                 # full scale, all rows (about 112 min on 2 cores)
-//	make bench-quick                           # small scale: one 20 ms block, one run per phase
+//	make bench                                 # -workloads training: DataLoader, AU, Python shards, checkpoints (32.5 min on 2 cores)
+//	make bench-paths                           # -workloads paths: ImageFolder, shards, random, listings
+//	make bench-all                             # -workloads all: both (84 min on 2 cores)
+//	make bench-quick                           # every workload at a small scale: one 20 ms block, one run per phase
 //	make bench BENCH_FLAGS='-workloads imagefolder -systems local,strata -latencies 20ms'
 //	make bench BENCH_FLAGS='-backend gcs'      # the reads over fake-gcs-server (strata rows only)
 //	make bench BENCH_FLAGS='-workloads checkpoint'   # torch.save and Hugging Face checkpoints (issues #13, #18)
@@ -33,8 +35,9 @@
 //	make bench BENCH_FLAGS='-workloads au-resnet50'     # issue #18's MLPerf Storage-style AU search
 //	bin/strata-bench -h                        # every flag; STRATA_BENCH_* env vars set defaults
 //
-// Each report says where its time went ("time spent"); docs/benchmarks.md
-// section 4 sums the published runs per workload.
+// -workloads takes workload names and the sets of workloadSets (training,
+// paths) or all. Each report says where its time went ("time spent");
+// docs/benchmarks.md section 4 gives the published runs' times.
 //
 // Results go to stdout and to -out (results.md, results.json, and a
 // chart-FAMILY.png per workload family); progress goes to stderr. Data, the MinIO drive and logs stay in -workdir
