@@ -114,6 +114,20 @@ func (r *reusedBacking) Unregister(id int32) syscall.Errno {
 		r.mu.Unlock()
 		return 0
 	}
+	r.mu.Unlock()
+	// The size now, not at registration: a file written by passthrough
+	// was registered empty.
+	var st unix.Stat_t
+	if unix.Fstat(reg.fd, &st) == nil {
+		r.mu.Lock()
+		reg.size = st.Size
+	} else {
+		r.mu.Lock()
+	}
+	if reg.refs > 0 || r.byID[id] != reg { // opened again (or dropped) meanwhile
+		r.mu.Unlock()
+		return 0
+	}
 	if reg.size > idleBackingSize {
 		r.dropLocked(reg)
 		r.mu.Unlock()

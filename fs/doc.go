@@ -40,16 +40,24 @@
 // the bucket here (namespace.go, rename.go): a rename is journaled
 // (Manager.BeginMove) and moves a file's pending uploads (Manager.Rekey)
 // or copies and deletes its objects. docs/design-write-path.md draws the
-// whole path.
+// whole path. With --upload async a new file is written by the kernel
+// straight into its staging file (ptwrite.go: every open of it is then a
+// passthrough handle on that file, every close journals it as a held live
+// commit, the last release lets it go; the cache disk's free space is
+// watched in place of the writes the daemon no longer sees).
 //
 // Lock order, outermost first:
 //
-//	fileNode.sessMu -> fileNode.mu -> writeback.Manager.mu -> meta.Cache.mu
+//	liveWrite.mu -> fileNode.sessMu -> fileNode.mu -> writeback.Manager.mu -> meta.Cache.mu
+//	ptWriters.mu: a leaf
 //	Staging.mu: a leaf (taken under the node locks, never with Manager.mu)
 //	FS.mu: a leaf (no other lock is taken while it is held; it is taken
 //	with a node's sessMu held in moveLocal)
 //	reusedBacking.mu: a leaf, held across no syscall
 //
+// liveWrite.mu orders the commits of one passthrough write session (its
+// closes and last release) and is held across their fsync and journal
+// append; only that session's own closes wait on it.
 // fileNode.mu is held for bookkeeping only, never across I/O. sessMu is
 // held shared across a write, read or truncation of the session's staging
 // file (a write's space reservation may run a cache eviction pass), or a

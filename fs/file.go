@@ -58,6 +58,10 @@ type fileNode struct {
 	// caches which process each writing thread belongs to.
 	wrote map[owner]bool
 	tids  ownerCache
+	// live is the session's passthrough state while the kernel writes
+	// its staging file itself (ptwrite.go); nil otherwise. Set at
+	// create, taken off at the release of the last writer.
+	live *liveWrite
 }
 
 var (
@@ -76,9 +80,14 @@ func newFileNode(f *FS, key string, e meta.Entry) *fileNode {
 
 func (n *fileNode) attr(out *fuse.Attr) {
 	n.mu.Lock()
-	e, writing := n.entry, n.sess != nil
+	e, writing, lw := n.entry, n.sess != nil, n.live
 	n.mu.Unlock()
-	if e.Local && !writing && n.fsys.wb != nil {
+	if lw != nil {
+		// Written by the kernel: the staging file knows its size.
+		if size, mtime, err := lw.state(); err == nil {
+			e.Size, e.MTime = size, mtime
+		}
+	} else if e.Local && !writing && n.fsys.wb != nil {
 		// Committed content is the manager's: its size, not a copy's.
 		if c, ok := n.fsys.wb.Content(n.key.get()); ok {
 			e.Size, e.MTime = c.Size(), c.MTime()
@@ -101,6 +110,15 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	f := n.fsys
 	defer func(start time.Time) { f.observe("open", start, errno) }(time.Now())
 	f.stats.Opens.Add(1)
+	n.mu.Lock()
+	if h := n.openLiveLocked(flags&writeFlags != 0); h != nil {
+		n.mu.Unlock()
+		if !h.writable {
+			return h, fuse.FOPEN_NOFLUSH, 0
+		}
+		return h, 0, 0
+	}
+	n.mu.Unlock()
 	if flags&writeFlags != 0 {
 		return n.openWrite(ctx)
 	}

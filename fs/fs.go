@@ -58,9 +58,12 @@ func DefaultOptions() Options {
 // READ requests the daemon answered: a file opened through passthrough is
 // read by the kernel from the cache file and adds nothing to them. Opens
 // counts the opens asked (creates included); each one that succeeds is
-// either a PassthroughOpen or a UserspaceOpen.
+// either a PassthroughOpen or a UserspaceOpen. Writes and WriteBytes are
+// the FUSE WRITE requests the daemon answered: a file written by
+// passthrough (PassthroughWriteOpens counts its creation) adds nothing.
 type Stats struct {
 	Lookups, Opens, PassthroughOpens, UserspaceOpens, Reads, ReadBytes, ReadErrors atomic.Int64
+	Writes, WriteBytes, PassthroughWriteOpens                                      atomic.Int64
 }
 
 // FS is one mounted source.
@@ -86,6 +89,8 @@ type FS struct {
 	sweepAt int                  // size of files at which to forget nodes no longer local
 
 	warmer *dirWarmer // nil unless DirPrefetch
+
+	ptw ptWriters // passthrough write sessions (ptwrite.go)
 
 	root       *dirNode               // the mounted root (Refresh walks the kernel's tree from it)
 	mountpoint atomic.Pointer[string] // where it is mounted, for log lines ("" for a /dev/fd mount)

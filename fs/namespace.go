@@ -36,19 +36,30 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	}
 	e := meta.Entry{Name: name, MTime: time.Now().UnixNano(), Version: "local:" + st.Name(), Local: true}
 	n := newFileNode(f, key, e)
-	n.base = backend.VersionAbsent                        // created here: the upload must not replace someone else's
-	n.sess, n.dirty, n.writers, n.usOpen = st, true, 1, 1 // pre stays zero: new
+	n.base = backend.VersionAbsent           // created here: the upload must not replace someone else's
+	n.sess, n.dirty, n.writers = st, true, 1 // pre stays zero: new
 	// Creating is new data: the creator's close publishes the (maybe
 	// empty) new file, as `touch` expects.
 	n.markWroteLocked(n.ownerOf(callerPid(ctx)))
+	var h gofs.FileHandle
+	if f.passthroughWrites() {
+		if lh := f.startLive(n, st); lh != nil {
+			h = lh // the kernel writes the staging file itself (ptwrite.go)
+			f.stats.PassthroughOpens.Add(1)
+		}
+	}
+	if h == nil {
+		n.usOpen = 1
+		h = &fileHandle{n: n, writable: true}
+		f.stats.UserspaceOpens.Add(1)
+	}
 	f.trackLocal(n, key, e)
 	f.fileAttr(e, &out.Attr)
 	out.SetEntryTimeout(f.timeout())
 	out.SetAttrTimeout(f.timeout())
 	ch := d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: inoOf('f', key, e.Version)})
 	f.stats.Opens.Add(1)
-	f.stats.UserspaceOpens.Add(1)
-	return ch, &fileHandle{n: n, writable: true}, 0, 0
+	return ch, h, 0, 0
 }
 
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {

@@ -2,11 +2,13 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 )
@@ -48,9 +50,9 @@ func tgidOf(tid uint32) owner {
 	if tid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", tid))
+	b, err := readProc(fmt.Sprintf("/proc/%d/status", tid))
 	if err != nil {
-		return owner(-int(tid)) // gone already: the thread stands for itself
+		return owner(-int(tid)) // gone already (or in execve): the thread stands for itself
 	}
 	for _, line := range strings.Split(string(b), "\n") {
 		if v, ok := strings.CutPrefix(line, "Tgid:"); ok {
@@ -60,6 +62,39 @@ func tgidOf(tid uint32) owner {
 		}
 	}
 	return owner(-int(tid))
+}
+
+// procReadWait bounds a read of another task's /proc file. A task in the
+// middle of execve closes its close-on-exec descriptors holding a lock
+// that a read of its /proc/PID/stat waits for (measured on Linux 6.18):
+// the FLUSH of an inherited descriptor of a file on the mount then waits
+// for the daemon, and the daemon's read for the exec, forever.
+const procReadWait = 50 * time.Millisecond
+
+// errProcBusy: the /proc file did not answer within procReadWait.
+var errProcBusy = errors.New("fs: /proc read timed out (the task is in execve)")
+
+// readProc reads a /proc file of another task, giving up after
+// procReadWait (the read then finishes on its own, once the task's exec
+// goes on, and its result is dropped).
+func readProc(path string) ([]byte, error) {
+	type result struct {
+		b   []byte
+		err error
+	}
+	ch := make(chan result, 1)
+	go func() {
+		b, err := os.ReadFile(path)
+		ch <- result{b, err}
+	}()
+	t := time.NewTimer(procReadWait)
+	defer t.Stop()
+	select {
+	case r := <-ch:
+		return r.b, r.err
+	case <-t.C:
+		return nil, errProcBusy
+	}
 }
 
 // Task flags of /proc/PID/stat (include/linux/sched.h).
@@ -76,9 +111,9 @@ func killedBy(tid uint32) int {
 	if tid == 0 {
 		return 0
 	}
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", tid))
+	b, err := readProc(fmt.Sprintf("/proc/%d/stat", tid))
 	if err != nil {
-		return 0
+		return 0 // gone, or in execve: not dying of a signal
 	}
 	i := strings.LastIndexByte(string(b), ')')
 	if i < 0 {

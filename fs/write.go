@@ -214,7 +214,22 @@ func (n *fileNode) stageFromBucket(ctx context.Context, e meta.Entry) (*writebac
 func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
 	n, f := h.n, h.n.fsys
 	defer func(start time.Time) { f.observe("write", start, errno) }(time.Now())
+	f.stats.Writes.Add(1)
+	f.stats.WriteBytes.Add(int64(len(data)))
 	o := n.ownerOf(callerPid(ctx))
+	n.mu.Lock()
+	lw := n.live
+	n.mu.Unlock()
+	if lw != nil {
+		// The kernel did not pass this write through (it refused the
+		// backing file): write where it would have.
+		k, err := lw.file.WriteAt(data, off)
+		if err != nil {
+			n.fail(fmt.Errorf("fs: %s: write: %w", n.key.get(), err))
+			return 0, toErrno(err)
+		}
+		return uint32(k), 0
+	}
 	for range 2 {
 		n.sessMu.RLock()
 		n.mu.Lock()
@@ -257,10 +272,16 @@ func (n *fileNode) readLocal(dest []byte, off int64) (int, error, bool) {
 	n.sessMu.RLock()
 	defer n.sessMu.RUnlock()
 	n.mu.Lock()
-	st, isLocal, size := n.sess, n.entry.Local, n.entry.Size
+	st, isLocal, size, lw := n.sess, n.entry.Local, n.entry.Size, n.live
 	n.mu.Unlock()
 	var src io.ReaderAt
 	switch {
+	case lw != nil: // the kernel did not pass this read through
+		s, _, err := lw.state()
+		if err != nil {
+			return 0, err, true
+		}
+		src, size = lw.file, s
 	case st != nil:
 		src = st
 	case isLocal:
@@ -285,14 +306,25 @@ func (n *fileNode) readLocal(dest []byte, off int64) (int, error, bool) {
 
 // commit hands the node's write session to the uploader.
 func (n *fileNode) commit(ctx context.Context) error {
+	_, err := n.commitSession(ctx, nil)
+	return err
+}
+
+// commitSession is commit; lw is the node's passthrough write session,
+// if the session is one (the kernel keeps writing the staging file: see
+// ptwrite.go). It returns the job made, if any.
+func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback.Job, error) {
 	f := n.fsys
+	if lw != nil {
+		n.reserveLive() // before the locks: it may evict
+	}
 	n.sessMu.Lock()
 	n.mu.Lock()
 	st, dirty, unlinked := n.sess, n.dirty, n.unlinked
 	if st == nil || (!dirty && !unlinked && n.writeErr == nil) {
 		n.mu.Unlock()
 		n.sessMu.Unlock()
-		return nil
+		return nil, nil
 	}
 	n.sess, n.dirty = nil, false
 	n.wrote, n.tids = nil, nil // a new session starts with no writers
@@ -300,7 +332,7 @@ func (n *fileNode) commit(ctx context.Context) error {
 		n.mu.Unlock()
 		n.sessMu.Unlock()
 		st.Discard()
-		return nil
+		return nil, nil
 	}
 	if werr := n.writeErr; werr != nil {
 		key := n.key.get()
@@ -311,7 +343,7 @@ func (n *fileNode) commit(ctx context.Context) error {
 		// only copy of what the writer managed to write.
 		f.wb.Keep(key, st, werr)
 		n.forgetIfNew()
-		return werr
+		return nil, werr
 	}
 	// From Register on the manager holds the committed bytes: reads of
 	// the key find them there, with no window in which the file has
@@ -322,12 +354,21 @@ func (n *fileNode) commit(ctx context.Context) error {
 	}
 	// Held (async mode) until the file's last close or an fsync: see
 	// release and sync.
-	j, err := f.wb.Register(key, st, base, mtime, true)
+	var j *writeback.Job
+	var err error
+	if lw != nil {
+		var size int64
+		if j, size, mtime, err = f.wb.RegisterLive(key, st, base); err == nil {
+			n.entry.Size, n.entry.MTime = size, mtime
+		}
+	} else {
+		j, err = f.wb.Register(key, st, base, mtime, true)
+	}
 	if err != nil {
 		n.sess, n.dirty = st, true // still a session: a later close tries again
 		n.mu.Unlock()
 		n.sessMu.Unlock()
-		return err
+		return nil, err
 	}
 	n.base, n.last = "", j // later commits follow this one
 	e := n.entry
@@ -337,7 +378,7 @@ func (n *fileNode) commit(ctx context.Context) error {
 	if err = f.wb.Journal(ctx, j); err != nil {
 		f.log.Warn("fs: upload failed; the data is kept and retried", "key", key, "err", err)
 	}
-	return err
+	return j, err
 }
 
 // Flush is a close() of one descriptor of the handle: the writer's last
@@ -352,6 +393,12 @@ func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
 	n := h.n
 	defer func(start time.Time) { n.fsys.observe("flush", start, errno) }(time.Now())
 	tid := callerPid(ctx)
+	n.mu.Lock()
+	lw := n.live
+	n.mu.Unlock()
+	if lw != nil {
+		return toErrno(n.flushLive(context.WithoutCancel(ctx), lw, tid))
+	}
 	o := tgidOf(tid) // fresh, not cached: a thread id can be reused
 	n.mu.Lock()
 	wrote := n.wrote[o]
@@ -410,10 +457,17 @@ func (h *fileHandle) Fsync(ctx context.Context, flags uint32) (errno syscall.Err
 	return toErrno(h.n.sync(context.WithoutCancel(ctx))) // as Flush
 }
 
-// sync commits what is written and waits until the file is in the bucket.
+// sync commits what is written and waits until the file is in the bucket
+// (a file the kernel writes by passthrough: syncLive).
 func (n *fileNode) sync(ctx context.Context) error {
 	if n.fsys.wb == nil {
 		return nil
+	}
+	n.mu.Lock()
+	lw := n.live
+	n.mu.Unlock()
+	if lw != nil {
+		return n.syncLive(ctx, lw)
 	}
 	if err := n.commit(ctx); err != nil {
 		return err
@@ -439,6 +493,12 @@ func (n *fileNode) release(h *fileHandle) {
 	if h.writable {
 		n.writers--
 	}
+	// The last writer of a passthrough session: from here on the file
+	// reads as committed, and a new writer starts a session of its own.
+	var lw *liveWrite
+	if h.writable && n.writers == 0 && n.live != nil {
+		lw, n.live = n.live, nil
+	}
 	// Dirty at the last release: written through a shared mapping after
 	// close, truncated by open(O_TRUNC) and closed without a write, or
 	// written by a process other than the ones that closed it. The file
@@ -446,6 +506,10 @@ func (n *fileNode) release(h *fileHandle) {
 	last := h.writable && n.writers == 0
 	late := last && n.dirty
 	n.mu.Unlock()
+	if lw != nil {
+		n.finishLive(lw)
+		return
+	}
 	// The last close of a written file: its held upload may start.
 	switch wb := n.fsys.wb; {
 	case late:
@@ -497,6 +561,12 @@ func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 	// any signal to the caller would fail truncate(2) with EINTR midway
 	// through staging or uploading.
 	ctx = uninterrupted(ctx)
+	n.mu.Lock()
+	lw := n.live
+	n.mu.Unlock()
+	if lw != nil {
+		return n.truncateLive(lw, size)
+	}
 	if err := n.startSession(ctx, size == 0); err != nil {
 		return err
 	}

@@ -44,6 +44,13 @@ type UploadRecord struct {
 	// upload had not landed). When that upload lands, this one becomes
 	// conditional on the version it created instead.
 	Follows bool
+	// StagedMTime is, for a file the kernel writes straight into its
+	// staging file (FUSE passthrough writes), the staged file's
+	// modification time when its last acknowledged close was journaled
+	// (unix nanoseconds; 0 for every other upload). The file may be
+	// written again after that close; a restart that finds it changed
+	// does not upload it.
+	StagedMTime int64
 }
 
 // The journal holds uploads ('u') and renames ('m', moves.go), each
@@ -96,9 +103,12 @@ func MarshalUpload(r UploadRecord) []byte {
 	e.uvarint(uint64(r.State))
 	e.uvarint(uint64(r.Attempts))
 	e.varint(r.Created)
-	if r.UnsyncedBoot != "" || r.Follows { // optional trailing fields: older records end before them
+	if r.UnsyncedBoot != "" || r.Follows || r.StagedMTime != 0 { // optional trailing fields: older records end before them
 		e.str(r.UnsyncedBoot)
 		e.uvarint(boolUint(r.Follows))
+		if r.StagedMTime != 0 {
+			e.varint(r.StagedMTime)
+		}
 	}
 	return e.b
 }
@@ -128,6 +138,9 @@ func UnmarshalUpload(b []byte) (UploadRecord, error) {
 			return UploadRecord{}, ErrCorrupt
 		}
 		r.Follows = follows == 1
+		if d.err == nil && len(d.b) > 0 {
+			r.StagedMTime = d.varint()
+		}
 	}
 	if err := d.done(); err != nil {
 		return UploadRecord{}, err

@@ -115,6 +115,15 @@ func TestUploadRecordRoundTrip(t *testing.T) {
 	if got, err := UnmarshalUpload(MarshalUpload(r)); err != nil || got != r {
 		t.Fatalf("%+v %v", got, err)
 	}
+	// A passthrough-written file records its staged mtime, alone or not.
+	r.StagedMTime = 1_764_000_000_123_456_789
+	if got, err := UnmarshalUpload(MarshalUpload(r)); err != nil || got != r {
+		t.Fatalf("%+v %v", got, err)
+	}
+	r.Follows = false
+	if got, err := UnmarshalUpload(MarshalUpload(r)); err != nil || got != r {
+		t.Fatalf("%+v %v", got, err)
+	}
 	if _, err := UnmarshalUpload(MarshalUpload(r)[:5]); err == nil {
 		t.Fatal("truncated record accepted")
 	}

@@ -17,16 +17,20 @@ import (
 // into the cache, and stays readable while any reader holds it, even after
 // the job is gone.
 type Content struct {
-	f     *os.File
-	size  int64
-	mtime int64
+	f *os.File
+	// size and mtime change only for a file written by passthrough, at
+	// each of its later closes (Manager.Restage).
+	size  atomic.Int64
+	mtime atomic.Int64
 	refs  atomic.Int32
 }
 
 // newContent holds fd (owned from now on) as the content of an upload of
 // size bytes.
 func newContent(f *os.File, size, mtime int64) *Content {
-	c := &Content{f: f, size: size, mtime: mtime}
+	c := &Content{f: f}
+	c.size.Store(size)
+	c.mtime.Store(mtime)
 	c.refs.Store(1) // the job's
 	return c
 }
@@ -49,10 +53,10 @@ func (c *Content) ReadAt(p []byte, off int64) (int, error) { return c.f.ReadAt(p
 func (c *Content) File() *os.File { return c.f }
 
 // Size is the committed file's size.
-func (c *Content) Size() int64 { return c.size }
+func (c *Content) Size() int64 { return c.size.Load() }
 
 // MTime is the committed file's modification time (unix nanoseconds).
-func (c *Content) MTime() int64 { return c.mtime }
+func (c *Content) MTime() int64 { return c.mtime.Load() }
 
 // acquire takes a hold on c (nil stays nil: a job whose content is gone).
 func (c *Content) acquire() *Content {

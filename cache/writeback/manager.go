@@ -183,6 +183,14 @@ func (m *Manager) restore(moves []journaledMove) error {
 			m.deleteUpload(seq, r.Key)
 			return nil
 		}
+		if r.StagedMTime != 0 { // written by passthrough: unchanged since its last close?
+			if size, mtime, err := fileState(f); err != nil || size != r.Size || mtime != r.StagedMTime {
+				f.Close()
+				m.keepPath(m.applyMoves(moves, r.Key), p, max(size, r.Size), errWrittenAfterClose)
+				m.deleteUpload(seq, r.Key)
+				return nil
+			}
+		}
 		if moved := m.applyMoves(moves, r.Key); moved != r.Key {
 			// A rename cut short: the upload goes up under the new name,
 			// unconditionally (rename replaces what the new name holds).

@@ -83,6 +83,7 @@ func printStats(st cachetools.Stats, last int) {
 			sizeStr(s.PrefetchHitBytes), sizeStr(s.FetchedBytes), s.Fetches)
 		fmt.Printf("opens:       %d (%d passthrough, %d userspace)\n", s.Opens, s.PTOpens, s.USOpens)
 		fmt.Printf("reads:       %d FUSE READs answered by strata, %s (passthrough reads never reach it)\n", s.Reads, sizeStr(s.ReadBytes))
+		fmt.Printf("writes:      %d FUSE WRITEs answered by strata, %s; %d files written by passthrough (their writes never reach it)\n", s.Writes, sizeStr(s.WriteBytes), s.PTWriteOpens)
 	}
 	printHistory(st.History, last)
 }

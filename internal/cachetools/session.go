@@ -39,6 +39,12 @@ type Session struct {
 	USOpens   int64 `json:"userspace_opens"`
 	Reads     int64 `json:"reads"`
 	ReadBytes int64 `json:"read_bytes"`
+	// Writes and WriteBytes are the FUSE WRITE requests the mount
+	// answered; PTWriteOpens the files created to be written by
+	// passthrough (their writes never reach it).
+	Writes       int64 `json:"writes"`
+	WriteBytes   int64 `json:"write_bytes"`
+	PTWriteOpens int64 `json:"passthrough_write_opens"`
 	// PrefetchHitOps and PrefetchHitBytes are reads (and passthrough
 	// opens) served from blocks prefetched in this run; HitOps and
 	// HitBytes count passthrough opens of fully cached files as well.
