@@ -114,19 +114,20 @@ func (r *reusedBacking) Unregister(id int32) syscall.Errno {
 		r.mu.Unlock()
 		return 0
 	}
-	r.mu.Unlock()
-	// The size now, not at registration: a file written by passthrough
-	// was registered empty.
-	var st unix.Stat_t
-	if unix.Fstat(reg.fd, &st) == nil {
-		r.mu.Lock()
-		reg.size = st.Size
-	} else {
-		r.mu.Lock()
-	}
-	if reg.refs > 0 || r.byID[id] != reg { // opened again (or dropped) meanwhile
+	if reg.size == 0 {
+		// A file written by passthrough is registered empty and grows:
+		// its size now (cache files never change: no syscall for them).
 		r.mu.Unlock()
-		return 0
+		var st unix.Stat_t
+		err := unix.Fstat(reg.fd, &st)
+		r.mu.Lock()
+		if err == nil {
+			reg.size = st.Size
+		}
+		if reg.refs > 0 || r.byID[id] != reg { // opened again (or dropped) meanwhile
+			r.mu.Unlock()
+			return 0
+		}
 	}
 	if reg.size > idleBackingSize {
 		r.dropLocked(reg)

@@ -118,11 +118,10 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		}
 		return h, 0, 0
 	}
-	n.mu.Unlock()
 	if flags&writeFlags != 0 {
+		n.mu.Unlock()
 		return n.openWrite(ctx)
 	}
-	n.mu.Lock()
 	if n.sess == nil && n.entry.Local { // written here: its upload may be complete
 		n.mu.Unlock()
 		n.settleIfUploaded(ctx)
