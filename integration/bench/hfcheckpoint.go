@@ -81,11 +81,11 @@ func (c *ckptRun) huggingFace(ctx context.Context) error {
 		}
 		return timed(r.Bytes(), r.Write, fmt.Sprintf("%s in %s", note, workload.FormatLatency(r.Write))), err
 	}
-	if err := c.p.Cold(ctx, phaseHFWrite, c.fs, mbPerSecond, write); err != nil {
+	if err := c.p.Warm(ctx, phaseHFWrite, c.fs, mbPerSecond, write); err != nil {
 		return err
 	}
 	report := func(phase string, get func(workload.HFResult, int) (time.Duration, string)) error {
-		return c.p.Cold(ctx, phase, nil, mbPerSecond, func(_ context.Context, rep int) (workload.Summary, error) {
+		return c.p.Warm(ctx, phase, nil, mbPerSecond, func(_ context.Context, rep int) (workload.Summary, error) {
 			r := steps[rep]
 			d, note := get(r, rep)
 			return timed(r.Bytes(), d, note), nil
