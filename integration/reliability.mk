@@ -52,12 +52,17 @@ tools: reliability-tools
 # exceeded" and no failing input (go.dev/issue/75804, fixed in go1.27): a
 # target fails only if its run wrote a reproducer to testdata/fuzz, or
 # failed some other way.
+#
+# Each target runs with a TMPDIR of its own, removed after it: the fuzz
+# workers stopped at -fuzztime never run their t.TempDir cleanups, and
+# their cache directories (up to 700 MB each) stayed in /tmp run after run.
 fuzz:
 	@failed=""; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; fn=$${t##*:}; dir=$$pkg/testdata/fuzz/$$fn; \
 		echo "== $$fn ($$pkg, $(FUZZ_TIME))"; \
 		before=$$(ls $$dir 2>/dev/null | wc -l); \
-		if ! $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_TIME) $$pkg > $(BIN)/.fuzz.log 2>&1; then \
+		tmp=$$(mktemp -d); \
+		if ! TMPDIR=$$tmp $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime $(FUZZ_TIME) $$pkg > $(BIN)/.fuzz.log 2>&1; then \
 			grep -v '^fuzz: elapsed' $(BIN)/.fuzz.log; \
 			if [ "$$(ls $$dir 2>/dev/null | wc -l)" = "$$before" ] && grep -q 'context deadline exceeded' $(BIN)/.fuzz.log; then \
 				echo "   (go.dev/issue/75804 at the deadline, no failing input: not a failure)"; \
@@ -65,6 +70,7 @@ fuzz:
 		elif ! grep -q '^fuzz: elapsed' $(BIN)/.fuzz.log; then \
 			echo "   no fuzz target $$fn in $$pkg"; failed="$$failed $$fn"; \
 		else grep '^fuzz: elapsed' $(BIN)/.fuzz.log | tail -1; fi; \
+		rm -rf $$tmp; \
 	done; rm -f $(BIN)/.fuzz.log; \
 	if [ -n "$$failed" ]; then echo "fuzz: FAIL:$$failed (inputs in <package>/testdata/fuzz)"; exit 1; fi
 

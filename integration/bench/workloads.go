@@ -185,7 +185,7 @@ func (p *Phases) measure(ctx context.Context, phase string, fs FS, rate rateFunc
 			}
 		}
 		p.env.Drop()
-		s, err := fn(ctx, i)
+		s, err := timedCPU(ctx, i, fn)
 		if err != nil {
 			return fail(s, err)
 		}
@@ -223,12 +223,35 @@ func (p *Phases) measure(ctx context.Context, phase string, fs FS, rate rateFunc
 		row.Note = joinNote(row.Note, "stats: "+statsErr.Error())
 	}
 	row.Note = joinNote(row.Note, row.Summary.Note)
+	if b := row.Summary.CPUBusy; b > 0 {
+		row.Note = joinNote(row.Note, fmt.Sprintf("machine CPU %.0f%% busy", 100*b))
+	}
 	if row.Summary.Truncated {
 		row.Note = joinNote(row.Note, fmt.Sprintf("stopped at the %s cap", p.env.Cfg.Scale.PhaseCap))
 	}
 	p.rows = append(p.rows, row)
 	p.logf("  %-8s %-5s %-22s %10.1f %-9s %s", p.sys.Name, p.lat, phase, row.Rate, row.Unit, row.Summary)
 	return nil
+}
+
+// cpuMinRun is the shortest run whose machine CPU is reported: a row
+// that only reports what an earlier phase measured (the checkpoint's "in
+// bucket" rows) runs in microseconds, and a tick is 10 ms.
+const cpuMinRun = 500 * time.Millisecond
+
+// timedCPU runs fn and sets the summary's CPUBusy from /proc/stat read
+// around it, when the run lasted cpuMinRun or longer.
+func timedCPU(ctx context.Context, rep int, fn phaseFunc) (workload.Summary, error) {
+	start := time.Now()
+	before, berr := workload.ReadCPUTimes()
+	s, err := fn(ctx, rep)
+	after, aerr := workload.ReadCPUTimes()
+	if berr == nil && aerr == nil && time.Since(start) >= cpuMinRun {
+		if b := before.BusyShare(after); b > 0 {
+			s.CPUBusy = b
+		}
+	}
+	return s, err
 }
 
 // addStats adds a session's counters to a running total (nil: none yet).

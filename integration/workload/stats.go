@@ -30,6 +30,10 @@ type Summary struct {
 	Verified int64 `json:"verified,omitempty"`
 	// Note is what the workload adds to its row (close() latency, say).
 	Note string `json:"note,omitempty"`
+	// CPUBusy is the share of the machine's CPU time (every core) that was
+	// busy while the run went on, 0 to 1 (CPUTimes.BusyShare), set by the
+	// bench around each run of at least cpuMinRun; 0: not measured.
+	CPUBusy float64 `json:"cpu_busy,omitempty"`
 }
 
 // OpsPerSec is Ops divided by Elapsed (0 if nothing was timed).

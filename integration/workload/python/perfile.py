@@ -13,6 +13,13 @@ each step as Python's own open() performs it:
   close  os.close(fd): FLUSH unless the open said NOFLUSH, then RELEASE
          (sent in the background)
 
+Then, as the floor any FUSE request pays on this machine, the round trip
+between two processes: a one-byte pipe ping-pong, once with the two free
+to run on any core (as a reader and the FUSE daemon are) and once pinned
+to one core. A FUSE request is such a round trip (the reader sleeps, a
+daemon thread wakes, answers, the reader wakes); on a VM a wake-up on
+another core can cost many times one on the same core.
+
 Prints one JSON line per root and round (median µs per file and step,
 and files/s over the whole round), then a summary table of the medians
 over rounds with the ratio of each root's total to the first root's.
@@ -85,6 +92,37 @@ def one_round(root, names):
     }
 
 
+def pipe_round_trip(n, cpu=None):
+    """Median µs of n one-byte round trips between two processes over
+    pipes, both pinned to core cpu when given."""
+    r1, w1 = os.pipe()
+    r2, w2 = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        if cpu is not None:
+            os.sched_setaffinity(0, {cpu})
+        for _ in range(n):
+            os.read(r1, 1)
+            os.write(w2, b"x")
+        os._exit(0)
+    old = os.sched_getaffinity(0)
+    if cpu is not None:
+        os.sched_setaffinity(0, {cpu})
+    lat = []
+    try:
+        for _ in range(n):
+            a = time.perf_counter_ns()
+            os.write(w1, b"x")
+            os.read(r2, 1)
+            lat.append(time.perf_counter_ns() - a)
+    finally:
+        os.sched_setaffinity(0, old)
+        os.waitpid(pid, 0)
+        for fd in (r1, w1, r2, w2):
+            os.close(fd)
+    return statistics.median(lat) / 1e3
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("roots", nargs="+")
@@ -112,6 +150,11 @@ def main():
         fps = sorted(x["files_per_s"] for x in rounds[r])
         print(f"{r:40} " + " ".join(f"{med[s]:7.1f}" for s in STEPS) +
               f" {tot:7.1f} {base / tot:8.2f} {statistics.median(fps):9.0f} ({fps[0]:.0f}-{fps[-1]:.0f})", file=sys.stderr)
+    anycore = pipe_round_trip(20000)
+    onecore = pipe_round_trip(20000, cpu=0)
+    print(json.dumps({"pipe_round_trip_us": {"any_core": anycore, "one_core": onecore}}), flush=True)
+    print(f"\nround trip between two processes (pipe ping-pong, median of 20,000): {anycore:.1f} µs on any cores, "
+          f"{onecore:.1f} µs pinned to one core", file=sys.stderr)
 
 
 if __name__ == "__main__":
