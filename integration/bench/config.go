@@ -128,6 +128,9 @@ type Config struct {
 	// (fake-gcs-server; Strata only, the peers and the GET client are S3
 	// clients here).
 	Backend string
+	// PageReporting is "off" (hold the VM's free page reporting off for
+	// the run, workload.HoldOffPageReporting) or "keep".
+	PageReporting string
 }
 
 // parseFlags reads the command line; environment variables give the
@@ -150,6 +153,7 @@ func parseFlags(args []string) (Config, error) {
 	repeat := fs.Int("repeat", 3, "runs of each warm phase (and of every phase on local disk and the GET client); the median is reported (-scale quick: 1 unless given)")
 	backend := fs.String("backend", envOr("STRATA_BENCH_BACKEND", "s3"), "s3 (MinIO) or gcs (fake-gcs-server: local disk and strata rows only)")
 	redraw := fs.String("redraw-charts", "", "draw the charts of a finished run's output directory again from its results.json, and exit")
+	pageReporting := fs.String("page-reporting", "off", "the VM's free page reporting to its host during the run: off (held off, restored after: memory the host took back faults when used again, which made write figures swing 1.5-10x with what the run before had freed) or keep")
 	rcloneFlags := fs.String("rclone-flags", "--use-server-modtime", "flags added to every rclone mount (space-separated); the default spares rclone a HEAD per file for the modification time")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
@@ -171,6 +175,9 @@ func parseFlags(args []string) (Config, error) {
 		StrataFlags: strings.Fields(*strataFlags), RcloneFlags: strings.Fields(*rcloneFlags), Repeat: *repeat, RedrawCharts: *redraw}
 	if c.Repeat < 1 {
 		return c, fmt.Errorf("-repeat must be at least 1")
+	}
+	if c.PageReporting = *pageReporting; c.PageReporting != "off" && c.PageReporting != "keep" {
+		return c, fmt.Errorf("-page-reporting must be off or keep, not %q", c.PageReporting)
 	}
 	if c.Backend = *backend; c.Backend != "s3" && c.Backend != "gcs" {
 		return c, fmt.Errorf("-backend must be s3 or gcs, not %q", c.Backend)

@@ -44,7 +44,9 @@ type Env struct {
 	DropErr error
 	// Notes are facts about the run for the report.
 	Notes []string
-	log   func(format string, args ...any)
+	// restorePageReporting undoes HoldOffPageReporting at Close.
+	restorePageReporting func() error
+	log                  func(format string, args ...any)
 }
 
 // part is one dataset part on disk and in MinIO.
@@ -265,6 +267,26 @@ func (e *Env) startProxies(ctx context.Context) error {
 	return nil
 }
 
+// HoldOffPageReporting holds the VM's free page reporting off until
+// Close, under -page-reporting off (workload.HoldOffPageReporting). It
+// runs once the servers are up, so that a failed setup leaves the machine
+// as it was.
+func (e *Env) HoldOffPageReporting() error {
+	if e.Cfg.PageReporting != "off" {
+		return nil
+	}
+	restore, note, err := workload.HoldOffPageReporting()
+	if err != nil {
+		return fmt.Errorf("bench: %w (-page-reporting keep runs without)", err)
+	}
+	if restore != nil {
+		e.restorePageReporting = restore
+		e.Notes = append(e.Notes, note)
+		e.log("%s", note)
+	}
+	return nil
+}
+
 // Drop drops the page cache before a phase (failures were reported once
 // at setup).
 func (e *Env) Drop() {
@@ -291,5 +313,11 @@ func (e *Env) Close() {
 	}
 	if e.MinIO != nil {
 		_ = e.MinIO.Stop()
+	}
+	if e.restorePageReporting != nil {
+		if err := e.restorePageReporting(); err != nil {
+			e.log("WARNING: free page reporting not restored: %v", err)
+		}
+		e.restorePageReporting = nil
 	}
 }

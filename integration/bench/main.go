@@ -86,6 +86,9 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 		return r, err
 	}
 	defer env.Close()
+	if err := env.HoldOffPageReporting(); err != nil {
+		return r, err
+	}
 	r.Env = env
 	env.Notes = append(env.Notes, notes...)
 

@@ -20,11 +20,18 @@ type Machine struct {
 	Memory string `json:"memory"`
 	// Disk describes the block device and filesystem holding the work dir.
 	Disk string `json:"disk"`
+	// PageReporting is the kernel's free page reporting to the hypervisor
+	// when the machine was described (PageReporting).
+	PageReporting string `json:"page_reporting,omitempty"`
 }
 
 // String is a one-line description.
 func (m Machine) String() string {
-	return fmt.Sprintf("%s, %d cores, %s RAM, Linux %s, disk: %s", m.CPU, m.Cores, m.Memory, m.Kernel, m.Disk)
+	s := fmt.Sprintf("%s, %d cores, %s RAM, Linux %s, disk: %s", m.CPU, m.Cores, m.Memory, m.Kernel, m.Disk)
+	if m.PageReporting != "" && m.PageReporting != "none" {
+		s += ", free page reporting " + m.PageReporting
+	}
+	return s
 }
 
 // DescribeMachine gathers CPU model, cores, kernel, memory and the disk
@@ -50,6 +57,7 @@ func DescribeMachine(dir string) Machine {
 		m.Memory = FormatSize(int64(si.Totalram) * int64(si.Unit))
 	}
 	m.Disk = describeDisk(dir)
+	m.PageReporting = PageReporting()
 	return m
 }
 
