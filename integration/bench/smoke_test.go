@@ -68,7 +68,10 @@ func smoke(t *testing.T, systems, latencies string, extra ...string) (*Run, stri
 	dir := t.TempDir()
 	cfg, err := parseFlags(append([]string{"-scale", "tiny", "-systems", systems, "-latencies", latencies,
 		"-workloads", "paths",
-		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify", "-repeat", "2"}, extra...))
+		"-workdir", filepath.Join(dir, "work"), "-out", filepath.Join(dir, "out"), "-verify", "-repeat", "2",
+		// A test leaves the machine's settings alone (and smoke tests may
+		// run side by side).
+		"-page-reporting", "keep"}, extra...))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -224,6 +224,7 @@ func TestParseFlags(t *testing.T) {
 	}
 	for _, bad := range [][]string{
 		{"-scale", "huge"}, {"-workloads", "nope"}, {"-systems", ""}, {"-latencies", "-5ms"}, {"-latencies", "x"},
+		{"-page-reporting", "on"},
 	} {
 		if _, err := parseFlags(bad); err == nil {
 			t.Errorf("%v: no error", bad)
