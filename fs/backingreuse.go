@@ -9,36 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Limits of the idle backing registrations a mount keeps. The number of
-// files is a quarter of the descriptor limit (idleFilesFor): an epoch
-// reads its files in a cycle, so a dataset larger than the limit would
-// re-register every file every epoch. The bytes bound what evicted cache
-// files can hold on the disk between sweeps (sweepUnlinked).
+// Limits of the idle backing registrations a mount keeps.
 const (
-	idleBackingMinFiles = 64
-	idleBackingMaxFiles = 1 << 16
-	idleBackingBytes    = 1 << 30
-	idleBackingSize     = 8 << 20 // larger files are released at once: their reads dwarf two ioctls
-	idleBackingAge      = 5 * time.Minute
-	idleSweepEvery      = 5 * time.Second
+	idleBackingFiles = 1024
+	idleBackingBytes = 256 << 20
+	idleBackingSize  = 8 << 20 // larger files are released at once: their reads dwarf two ioctls
+	idleBackingAge   = 30 * time.Second
 )
-
-// idleFilesFor is how many idle registrations (one descriptor each) a
-// process allowed nofile descriptors keeps: a quarter of them, within
-// [idleBackingMinFiles, idleBackingMaxFiles].
-func idleFilesFor(nofile uint64) int {
-	return int(min(max(nofile/4, idleBackingMinFiles), idleBackingMaxFiles))
-}
-
-// idleFiles is idleFilesFor this process's descriptor limit (which the Go
-// runtime raises to the hard limit at start).
-func idleFiles() int {
-	var lim unix.Rlimit
-	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil {
-		return idleBackingMinFiles
-	}
-	return idleFilesFor(lim.Cur)
-}
 
 // reusedBacking keeps the kernel's registration of a cache file for a
 // while after its last open is released, so that the next open of the
@@ -50,24 +27,18 @@ func idleFiles() int {
 //
 // A registration holds a duplicate of the file's descriptor, so the
 // inode cannot be freed and its number reused while the entry lives: a
-// hit on (device, inode) is always the same file; and the inode stays in
-// memory, so an open after the page cache and dentries were dropped
-// reads no inode from disk. A cache file evicted while registered keeps
-// its blocks until the entry goes: the idle entries are checked every
-// idleSweepEvery (at a release) and those whose file was unlinked are
-// let go, and never more than idleBackingBytes are held.
+// hit on (device, inode) is always the same file. A cache file evicted
+// while registered keeps its blocks until the entry goes: at most
+// idleBackingBytes, for at most idleBackingAge.
 type reusedBacking struct {
 	inner Backing
 	now   func() time.Time
 
-	maxFiles int // idle registrations kept (idleFiles)
-
-	mu        sync.Mutex // guards below; never held across a syscall
-	byKey     map[fileKey]*registration
-	byID      map[int32]*registration
-	idle      *list.List // of *registration with refs == 0, oldest first
-	bytes     int64      // size of the idle ones
-	nextSweep time.Time  // when a release next checks the idle files for unlinks
+	mu    sync.Mutex // guards below; never held across a syscall
+	byKey map[fileKey]*registration
+	byID  map[int32]*registration
+	idle  *list.List // of *registration with refs == 0, oldest first
+	bytes int64      // size of the idle ones
 }
 
 type fileKey struct{ dev, ino uint64 }
@@ -83,7 +54,7 @@ type registration struct {
 }
 
 func newReusedBacking(inner Backing) *reusedBacking {
-	return &reusedBacking{inner: inner, now: time.Now, maxFiles: idleFiles(), byKey: map[fileKey]*registration{},
+	return &reusedBacking{inner: inner, now: time.Now, byKey: map[fileKey]*registration{},
 		byID: map[int32]*registration{}, idle: list.New()}
 }
 
@@ -167,59 +138,9 @@ func (r *reusedBacking) Unregister(id int32) syscall.Errno {
 	reg.elem = r.idle.PushBack(reg)
 	r.bytes += reg.size
 	expired := r.expireLocked()
-	sweep := r.sweepDueLocked()
 	r.mu.Unlock()
 	_ = r.release(expired...) // aged out: not the caller's registration
-	if sweep != nil {
-		_ = r.release(r.unlinked(sweep)...) // evicted files: not the caller's
-	}
 	return 0
-}
-
-// sweepDueLocked returns the idle registrations to check for unlinked
-// files when a sweep is due, and schedules the next one.
-func (r *reusedBacking) sweepDueLocked() []*registration {
-	now := r.now()
-	if now.Before(r.nextSweep) {
-		return nil
-	}
-	r.nextSweep = now.Add(idleSweepEvery)
-	out := make([]*registration, 0, r.idle.Len())
-	for e := r.idle.Front(); e != nil; e = e.Next() {
-		out = append(out, e.Value.(*registration))
-	}
-	return out
-}
-
-// unlinked takes out of regs' idle entries those whose file has been
-// unlinked (an evicted cache file: holding it would keep its blocks) and
-// returns them for release. The descriptors are ours until released, so
-// the fstat needs no lock.
-func (r *reusedBacking) unlinked(regs []*registration) []*registration {
-	var gone []*registration
-	for _, reg := range regs {
-		var st unix.Stat_t
-		if err := unix.Fstat(reg.fd, &st); err == nil && st.Nlink == 0 {
-			gone = append(gone, reg)
-		}
-	}
-	if len(gone) == 0 {
-		return nil
-	}
-	r.mu.Lock()
-	out := gone[:0]
-	for _, reg := range gone {
-		if reg.elem == nil || r.byID[reg.id] != reg { // opened again, or dropped, meanwhile
-			continue
-		}
-		r.idle.Remove(reg.elem)
-		reg.elem = nil
-		r.bytes -= reg.size
-		r.dropLocked(reg)
-		out = append(out, reg)
-	}
-	r.mu.Unlock()
-	return out
 }
 
 // expireLocked takes out the idle registrations beyond the limits, the
@@ -230,7 +151,7 @@ func (r *reusedBacking) expireLocked() []*registration {
 	now := r.now()
 	for e := r.idle.Front(); e != nil; e = r.idle.Front() {
 		reg := e.Value.(*registration)
-		if r.idle.Len() <= r.maxFiles && r.bytes <= idleBackingBytes && now.Sub(reg.at) < idleBackingAge {
+		if r.idle.Len() <= idleBackingFiles && r.bytes <= idleBackingBytes && now.Sub(reg.at) < idleBackingAge {
 			break
 		}
 		r.idle.Remove(e)

@@ -1,7 +1,6 @@
 package fs
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
@@ -136,108 +135,4 @@ func unregister(t *testing.T, r *reusedBacking, id int32) {
 	if errno := r.Unregister(id); errno != 0 {
 		t.Fatalf("unregister %d: %v", id, errno)
 	}
-}
-
-// TestBackingReusedAcrossAnEpochOfManyFiles: a dataset of more small files
-// than 1,024 (the bench's ImageFolder has 4,000 of 128 KiB) read epoch
-// after epoch keeps every registration: the second epoch registers
-// nothing. With the oldest registration dropped to make room at 1,024
-// files or 256 MiB, a cyclic epoch over more than that re-registered
-// every file (and a warm epoch ran at half the rate: fewer backing
-// ioctls, and each cache file's inode stays in memory with the
-// descriptor that holds it).
-func TestBackingReusedAcrossAnEpochOfManyFiles(t *testing.T) {
-	var lim syscall.Rlimit
-	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < 16000 {
-		t.Fatalf("this test needs 16,000 descriptors: limit %d (%v)", lim.Cur, err)
-	}
-	inner := &countingBacking{live: map[int32]bool{}}
-	r := newReusedBacking(inner)
-	dir := t.TempDir()
-	const files = 3000
-	paths := make([]string, files)
-	for i := range paths {
-		paths[i] = filepath.Join(dir, fmt.Sprint("f", i))
-		if err := os.WriteFile(paths[i], nil, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.Truncate(paths[i], 128<<10); err != nil { // sparse: no disk
-			t.Fatal(err)
-		}
-	}
-	epoch := func() {
-		for _, p := range paths {
-			f, err := os.Open(p)
-			if err != nil {
-				t.Fatal(err)
-			}
-			id, errno := r.Register(int(f.Fd()))
-			if errno != 0 {
-				t.Fatal(errno)
-			}
-			unregister(t, r, id)
-			f.Close()
-		}
-	}
-	epoch()
-	epoch()
-	if inner.regs != files {
-		t.Fatalf("two epochs over %d files of 128 KiB: %d registrations, want %d (the second epoch reuses every one)", files, inner.regs, files)
-	}
-	r.Close()
-	if len(inner.live) != 0 {
-		t.Fatalf("registrations left after Close: %d", len(inner.live))
-	}
-}
-
-func TestIdleFilesFor(t *testing.T) {
-	for _, c := range []struct{ nofile, want uint64 }{
-		{256, 64}, {1024, 256}, {20000, 5000}, {1 << 20, 65536},
-	} {
-		if got := idleFilesFor(c.nofile); uint64(got) != c.want {
-			t.Errorf("idleFilesFor(%d) = %d, want %d", c.nofile, got, c.want)
-		}
-	}
-}
-
-// TestBackingLetsGoOfEvictedFiles: an idle registration whose cache file
-// was unlinked (evicted) is released at the next release after a sweep is
-// due, so it holds the file's blocks for seconds, not until it ages out;
-// one whose file is still there is kept.
-func TestBackingLetsGoOfEvictedFiles(t *testing.T) {
-	inner := &countingBacking{live: map[int32]bool{}}
-	r := newReusedBacking(inner)
-	now := time.Unix(1000, 0)
-	r.now = func() time.Time { return now }
-	dir := t.TempDir()
-	evicted := openFile(t, filepath.Join(dir, "evicted"), 4096)
-	kept := openFile(t, filepath.Join(dir, "kept"), 4096)
-	idEvicted, _ := r.Register(int(evicted.Fd()))
-	idKept, _ := r.Register(int(kept.Fd()))
-	unregister(t, r, idEvicted) // the first release sweeps (nothing to find yet)
-	unregister(t, r, idKept)
-	evicted.Close()
-	if err := os.Remove(evicted.Name()); err != nil {
-		t.Fatal(err)
-	}
-	other := openFile(t, filepath.Join(dir, "other"), 10)
-	idOther, _ := r.Register(int(other.Fd()))
-	unregister(t, r, idOther) // no sweep due yet
-	if !inner.live[idEvicted] {
-		t.Fatal("released before a sweep was due")
-	}
-	now = now.Add(idleSweepEvery)
-	idOther, _ = r.Register(int(other.Fd()))
-	unregister(t, r, idOther) // the sweep
-	if inner.live[idEvicted] {
-		t.Fatal("an evicted file's registration was kept after the sweep")
-	}
-	if !inner.live[idKept] {
-		t.Fatal("a file still in the cache lost its registration")
-	}
-	if id, _ := r.Register(int(kept.Fd())); id != idKept {
-		t.Fatalf("kept file got id %d, want %d", id, idKept)
-	}
-	unregister(t, r, idKept)
-	r.Close()
 }

@@ -25,9 +25,7 @@
 // Cache files are registered with the kernel through a Backing (backing.go:
 // the server's own descriptor, or the CSI plugin for a sidecar), behind a
 // cache of idle registrations (backingreuse.go) so that reopening a small
-// file does not register it again: as many as a quarter of the descriptor
-// limit, so that a dataset's epoch, which reads its files in a cycle,
-// finds every one still registered.
+// file does not register it again.
 //
 // Write path: a written file's content is a session (a staging file in
 // cache/writeback) shared by all its write handles. A close publishes it
