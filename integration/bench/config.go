@@ -153,7 +153,7 @@ func parseFlags(args []string) (Config, error) {
 	repeat := fs.Int("repeat", 3, "runs of each warm phase (and of every phase on local disk and the GET client); the median is reported (-scale quick: 1 unless given)")
 	backend := fs.String("backend", envOr("STRATA_BENCH_BACKEND", "s3"), "s3 (MinIO) or gcs (fake-gcs-server: local disk and strata rows only)")
 	redraw := fs.String("redraw-charts", "", "draw the charts of a finished run's output directory again from its results.json, and exit")
-	pageReporting := fs.String("page-reporting", "off", "the VM's free page reporting to its host during the run: off (held off, restored after: memory the host took back faults when used again, which made write figures swing 1.5-10x with what the run before had freed) or keep")
+	pageReporting := fs.String("page-reporting", "off", "the VM's free page reporting to its host during the run: off (held off, restored after: memory the host took back faults when used again, which made the checkpoint rows 1.2-2.8x slower and swing with what the run before had freed) or keep")
 	rcloneFlags := fs.String("rclone-flags", "--use-server-modtime", "flags added to every rclone mount (space-separated); the default spares rclone a HEAD per file for the modification time")
 	if err := fs.Parse(args); err != nil {
 		return Config{}, err
