@@ -86,9 +86,7 @@ func run(ctx context.Context, cfg Config, out, progress io.Writer) (*Run, error)
 		return r, err
 	}
 	defer env.Close()
-	if err := env.HoldOffPageReporting(); err != nil {
-		return r, err
-	}
+	env.HoldOffPageReporting()
 	r.Env = env
 	env.Notes = append(env.Notes, notes...)
 

@@ -11,9 +11,9 @@ import (
 // (mm/page_reporting.c): on a VM with a virtio balloon that offers it, the
 // guest hands blocks of free memory of 2^order pages back to the
 // hypervisor. Memory used again after that faults on the host: on the
-// bench's VM a 1 MiB write into fresh page cache took 2.7 ms instead of
-// 0.22 ms, so a write benchmark ran 1.5-10x slower or not depending on
-// what the run before it had freed (docs/benchmarks.md).
+// bench's VM a 1 MiB write into fresh page cache took a median 3.1 ms
+// instead of 0.35, and the checkpoint rows ran 1.2-2.8x slower or not
+// depending on what the run before had freed (docs/benchmarks.md).
 const pageReportingOrder = "/sys/module/page_reporting/parameters/page_reporting_order"
 
 // maxPageOrder is the largest buddy order on x86-64 and arm64 with 4 KiB
