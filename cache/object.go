@@ -302,6 +302,9 @@ func (o *Object) HasRange(off, n int64) bool {
 // Complete reports whether every block is cached.
 func (o *Object) Complete() bool { return o.st.nPresent.Load() == o.st.nblocks }
 
+// PresentBlocks is how many blocks are cached.
+func (o *Object) PresentBlocks() int64 { return o.st.nPresent.Load() }
+
 // Verified reports whether every block is cached and has passed its CRC
 // check (or was written) during this run: the condition for handing the
 // file to the kernel.

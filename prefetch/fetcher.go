@@ -38,7 +38,11 @@ type Options struct {
 	// of uncached data fails in seconds rather than after every retry's
 	// timeout. The body is then bounded by RequestTimeout.
 	ResponseTimeout time.Duration
-	Logger          *slog.Logger
+	// FillMax: objects up to this size that a handle reads at random are
+	// fetched whole in the background after a few misses (fill.go); 0
+	// turns it off.
+	FillMax int64
+	Logger  *slog.Logger
 }
 
 // DefaultOptions: 64 GETs, 8-block parts, a window from 1 to 64 MiB.
@@ -47,6 +51,7 @@ func DefaultOptions() Options {
 		MaxFetches: 64, PartBlocks: 8, InitialWindow: 1 << 20, MaxWindow: 64 << 20,
 		SmallObject: 4 << 20, Attempts: 4, RetryBackoff: 100 * time.Millisecond,
 		RequestTimeout: 5 * time.Minute, ResponseTimeout: 8 * time.Second,
+		FillMax: 16 << 30,
 	}
 }
 
@@ -66,6 +71,8 @@ type Stats struct {
 	// and WindowTopUps counts them: their ratio is the mean window.
 	WindowBytes  atomic.Int64
 	WindowTopUps atomic.Int64
+	// Fills counts objects filled whole after random reads (fill.go).
+	Fills atomic.Int64
 
 	// Hits are reads served entirely from blocks found in the cache, and
 	// opens of fully cached files the kernel reads itself (passthrough: no
@@ -148,6 +155,7 @@ type Fetcher struct {
 
 	mu       sync.Mutex
 	inflight map[blockKey]*flight
+	filling  map[index.ID]bool // objects a random fill is running for
 	closed   bool
 	wg       sync.WaitGroup
 
@@ -162,7 +170,7 @@ func New(be backend.Backend, budget *Budget, opts Options) *Fetcher {
 	}
 	opts.Attempts = max(opts.Attempts, 1)
 	opts.PartBlocks = max(opts.PartBlocks, 1)
-	f := &Fetcher{be: be, budget: budget, opts: opts, log: opts.Logger, inflight: map[blockKey]*flight{}}
+	f := &Fetcher{be: be, budget: budget, opts: opts, log: opts.Logger, inflight: map[blockKey]*flight{}, filling: map[index.ID]bool{}}
 	f.health = backend.NewBreaker(time.Second, nil, nil)
 	f.sched = newScheduler(opts.MaxFetches, f.run)
 	return f

@@ -145,8 +145,10 @@ func TestSmallObjectOneGet(t *testing.T) {
 	}
 }
 
+// TestRandomReadsFetchOnlyWhatIsAsked: random reads of an object larger
+// than FillMax fetch the blocks they touch and nothing else.
 func TestRandomReadsFetchOnlyWhatIsAsked(t *testing.T) {
-	e := newEnv(t, 64, nil)
+	e := newEnv(t, 64, func(o *Options) { o.FillMax = 63 * bs })
 	data, o := e.object(t, "tokens", 64*bs)
 	r := e.f.NewReader(o)
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -258,7 +260,7 @@ func waitIdle(t *testing.T, f *Fetcher) {
 	for time.Now().Before(deadline) {
 		q, running := f.Queued()
 		f.mu.Lock()
-		n := len(f.inflight)
+		n := len(f.inflight) + len(f.filling)
 		f.mu.Unlock()
 		if running == 0 && q == [numPriorities]int{} && n == 0 {
 			return

@@ -25,6 +25,11 @@ type Reader struct {
 	// fetched: blocks the origin delivered in this run that this reader
 	// claimed (their reads are not cache hits).
 	fetched blockSet
+
+	// randomMisses counts blocks random reads waited for; filled is set
+	// once they started the object's fill (fill.go).
+	randomMisses atomic.Int32
+	filled       atomic.Bool
 }
 
 // NewReader starts serving o. Objects up to SmallObject bytes that are not
@@ -66,7 +71,7 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 		return 0, nil
 	}
 	end := min(off+int64(len(p)), size)
-	r.readahead(off, end-off)
+	pattern := r.readahead(off, end-off)
 
 	bs := o.BlockSize()
 	last := (end - 1) / bs
@@ -104,6 +109,9 @@ func (r *Reader) ReadAt(ctx context.Context, p []byte, off int64) (int, error) {
 			// before the mark is taken (see countFound).
 			r.fetched.add(i, o.NumBlocks())
 			o.TakePrefetched(i)
+			if pattern == Random {
+				r.noteRandomMiss()
+			}
 		}
 		r.f.stats.MissBytes.Add(int64(n))
 		pos += int64(n)
@@ -233,8 +241,9 @@ func (f *Fetcher) isClosed() bool {
 	return f.closed
 }
 
-// readahead updates the pattern and schedules what it predicts.
-func (r *Reader) readahead(off, n int64) {
+// readahead updates the pattern, schedules what it predicts and returns
+// the pattern.
+func (r *Reader) readahead(off, n int64) Pattern {
 	o := r.o
 	bs := o.BlockSize()
 	nb := o.NumBlocks()
@@ -266,7 +275,7 @@ func (r *Reader) readahead(off, n int64) {
 	}
 	r.mu.Unlock()
 	if to < from {
-		return
+		return p
 	}
 	part := r.f.opts.PartBlocks
 	if p == Strided {
@@ -280,4 +289,5 @@ func (r *Reader) readahead(off, n int64) {
 		r.scheduled = min(r.scheduled, stopped)
 		r.mu.Unlock()
 	}
+	return p
 }

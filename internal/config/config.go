@@ -46,6 +46,7 @@ type Config struct {
 	MaxReadahead Size   `yaml:"max-readahead"`
 	PartSize     Size   `yaml:"part-size"`
 	SmallObject  Size   `yaml:"small-object"`
+	RandomFill   Size   `yaml:"random-fill-max"`
 	MaxFetches   int    `yaml:"max-fetches"`
 	ReadAheadKB  int    `yaml:"read-ahead-kb"`
 	Passthrough  string `yaml:"passthrough"`

@@ -29,6 +29,7 @@ func Defaults() Config {
 		MaxReadahead: 64 << 20,
 		PartSize:     8 << 20,
 		SmallObject:  4 << 20,
+		RandomFill:   16 << 30,
 		MaxFetches:   64,
 		ReadAheadKB:  1024,
 		Passthrough:  "auto",

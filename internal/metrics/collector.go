@@ -119,6 +119,8 @@ func buildStats() []stat {
 			fetchStat(func(st *prefetch.Stats) int64 { return st.Retries.Load() })),
 		counter("strata_prefetch_shrunk_windows_total", "Readahead or warming cut short by the memory budget.", nil,
 			fetchStat(func(st *prefetch.Stats) int64 { return st.ShrunkWindows.Load() })),
+		counter("strata_prefetch_random_fills_total", "Objects fetched whole in the background because a reader read them at random (--random-fill-max).", nil,
+			fetchStat(func(st *prefetch.Stats) int64 { return st.Fills.Load() })),
 		counter("strata_prefetch_uncached_blocks_total", "Fetched blocks the cache could not keep (wasted unless a reader was waiting).", nil,
 			fetchStat(func(st *prefetch.Stats) int64 { return st.UncachedBlocks.Load() })),
 

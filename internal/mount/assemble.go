@@ -162,6 +162,9 @@ func (s *Mount) open(ctx context.Context, owner string, serving bool) error {
 	po.InitialWindow = min(1<<20, int64(cfg.MaxReadahead))
 	po.MaxWindow = int64(cfg.MaxReadahead)
 	po.SmallObject = int64(cfg.SmallObject)
+	// A fill larger than a quarter of the cache would evict what it
+	// fetched before the reader comes back to it.
+	po.FillMax = min(int64(cfg.RandomFill), s.store.Limit()/4)
 	po.Logger = log
 	s.fetch = prefetch.New(s.be, prefetch.NewBudget(int64(cfg.MemoryLimit), int64(cfg.BlockSize)), po)
 	return nil
