@@ -1,6 +1,7 @@
 package prefetch
 
 import (
+	"slices"
 	"time"
 
 	"github.com/stratafs/strata/cache"
@@ -20,13 +21,14 @@ import (
 // must have waited for before the rest of the object is filled.
 const fillAfterMisses = 8
 
-// fillPause is how long a fill waits between scheduling rounds when the
-// budget is taken or its blocks are all in flight; it doubles while
-// nothing arrives, up to fillMaxPause.
-const (
-	fillPause    = 2 * time.Millisecond
-	fillMaxPause = 100 * time.Millisecond
-)
+// fillParts is how many GETs of PartBlocks blocks a fill keeps in
+// flight. Few streams, each at full speed, rather than the whole budget's
+// worth: a read that needs a block inside a running GET waits for the
+// stream to reach it, and 32 streams sharing the wire each crawl.
+const fillParts = 4
+
+// fillPause is how often a fill looks whether its window moved on.
+const fillPause = 2 * time.Millisecond
 
 // noteRandomMiss counts a block a random read of this handle waited for,
 // and starts the object's fill once there were enough of them.
@@ -70,17 +72,46 @@ func (f *Fetcher) runFill(o *cache.Object, id index.ID) {
 		f.mu.Unlock()
 	}()
 	errs, uncached := f.stats.FetchErrors.Load(), f.stats.UncachedBlocks.Load()
-	pause := fillPause
-	for last := int64(-1); !o.Complete(); {
+	window := fillParts * f.opts.PartBlocks
+	var next int64    // the first block not yet looked at
+	var ahead []int64 // blocks the fill scheduled that are still in flight
+	passStart := o.PresentBlocks()
+	for !o.Complete() {
 		if f.isClosed() || f.stats.FetchErrors.Load() > errs || f.stats.UncachedBlocks.Load() > uncached {
 			return
 		}
-		if n := o.PresentBlocks(); n != last {
-			last, pause = n, fillPause
-		} else {
-			pause = min(pause*2, fillMaxPause)
+		ahead = slices.DeleteFunc(ahead, func(i int64) bool { return o.Has(i) || !f.inFlight(o, i) })
+		if int64(len(ahead)) > window/2 {
+			time.Sleep(fillPause)
+			continue
 		}
-		f.schedule(o, 0, o.NumBlocks()-1, Background, f.opts.PartBlocks, false)
-		time.Sleep(pause)
+		if next >= o.NumBlocks() {
+			if len(ahead) > 0 {
+				time.Sleep(fillPause)
+				continue
+			}
+			// A pass is over; what is missing still was dropped (budget)
+			// or evicted. Another pass only if this one got somewhere.
+			if o.PresentBlocks() <= passStart {
+				return
+			}
+			next, passStart = 0, o.PresentBlocks()
+		}
+		last := min(next+window-int64(len(ahead)), o.NumBlocks()) - 1
+		f.schedule(o, next, last, Background, f.opts.PartBlocks, false)
+		for i := next; i <= last; i++ {
+			if !o.Has(i) {
+				ahead = append(ahead, i)
+			}
+		}
+		next = last + 1
+		time.Sleep(fillPause)
 	}
+}
+
+// inFlight reports whether block i of o is being fetched.
+func (f *Fetcher) inFlight(o *cache.Object, i int64) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.inflight[blockKey{o.ID(), i}] != nil
 }
