@@ -3,6 +3,7 @@ package backend
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"time"
 )
@@ -92,6 +93,26 @@ type Backend interface {
 	// String names the source for logs and cache identity, without
 	// secrets: "s3://bucket@endpoint", "gs://bucket", "file:///path".
 	String() string
+}
+
+// HeadReader is implemented by backends that can answer a lookup and a
+// small file's read in one request. Every wrapper (Base) implements it
+// and returns ErrNotSupported when what it wraps does not.
+type HeadReader interface {
+	// ReadHead returns key's current version, as Stat does, and its first
+	// n bytes (all of them when the object is smaller) from one GET:
+	// where a HEAD and a GET would take two round trips. A key that does
+	// not exist is ErrNotExist.
+	ReadHead(ctx context.Context, key string, n int64) (ObjectInfo, []byte, error)
+}
+
+// ReadHead is be's ReadHead, or ErrNotSupported when be has none.
+func ReadHead(ctx context.Context, be Backend, key string, n int64) (ObjectInfo, []byte, error) {
+	hr, ok := be.(HeadReader)
+	if !ok {
+		return ObjectInfo{}, nil, fmt.Errorf("read head of %s: %w", be, ErrNotSupported)
+	}
+	return hr.ReadHead(ctx, key, n)
 }
 
 // Checker is implemented by backends that can verify, before anything is

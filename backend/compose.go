@@ -8,6 +8,7 @@ import "context"
 type Base interface {
 	Backend
 	Closer
+	HeadReader
 }
 
 // Optional holds a wrapper's own implementations of the optional

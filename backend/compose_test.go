@@ -31,6 +31,10 @@ func (p parts) ReadRange(context.Context, string, string, int64, int64) (io.Read
 	p.rec("ReadRange")
 	return nil, nil
 }
+func (p parts) ReadHead(context.Context, string, int64) (backend.ObjectInfo, []byte, error) {
+	p.rec("ReadHead")
+	return backend.ObjectInfo{}, nil, nil
+}
 func (p parts) Close() error                { p.rec("Close"); return nil }
 func (p parts) Check(context.Context) error { p.rec("Check"); return nil }
 func (p parts) Put(context.Context, string, io.ReaderAt, int64, backend.PutOptions) (backend.ObjectInfo, error) {

@@ -10,6 +10,7 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
 )
 
@@ -50,7 +51,34 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 		return nil, toErrno(err)
 	}
+	if !e.Dir {
+		d.fsys.cacheHead(meta.Join(d.key.get(), e.Name, false), e)
+	}
 	return d.child(ctx, e, out), 0
+}
+
+// cacheHead caches the content the lookup of e read with its metadata
+// (meta.TakeHead: a small file found by a GET of its first bytes), so the
+// open that usually follows needs no request. Its block counts as
+// prefetched: reading it is not a cache hit.
+func (f *FS) cacheHead(key string, e meta.Entry) {
+	data := f.meta.TakeHead(key, e.Version)
+	if data == nil {
+		return
+	}
+	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: key, Version: e.Version, Size: e.Size, MTime: e.MTime})
+	if err != nil {
+		return
+	}
+	defer obj.Release()
+	if obj.Complete() || obj.NumBlocks() != 1 {
+		return
+	}
+	obj.MarkPrefetched(0)
+	if err := obj.WriteBlock(0, data); err != nil {
+		obj.TakePrefetched(0)
+		f.log.Debug("fs: caching what a lookup read", "key", key, "err", err)
+	}
 }
 
 // child makes (or finds) the inode of entry e and fills out.

@@ -74,6 +74,7 @@ func Run(t *testing.T, h Harness) {
 	t.Run("List", func(t *testing.T) { testList(t, h) })
 	t.Run("OddKeys", func(t *testing.T) { testOddKeys(t, h) })
 	t.Run("ReadRange", func(t *testing.T) { testReadRange(t, h) })
+	t.Run("ReadHead", func(t *testing.T) { testReadHead(t, h) })
 	if h.ReadOnly {
 		t.Run("ReadOnly", func(t *testing.T) { testReadOnly(t, h) })
 		return

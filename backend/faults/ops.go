@@ -39,6 +39,15 @@ func (b *Backend) Stat(ctx context.Context, key string) (backend.ObjectInfo, err
 	return b.inner.Stat(ctx, key)
 }
 
+// ReadHead is the inner ReadHead behind the faults of OpStat (it answers
+// a lookup).
+func (b *Backend) ReadHead(ctx context.Context, key string, n int64) (backend.ObjectInfo, []byte, error) {
+	if _, err := b.before(ctx, Call{Op: OpStat, Key: key}); err != nil {
+		return backend.ObjectInfo{}, nil, err
+	}
+	return backend.ReadHead(ctx, b.inner, key, n)
+}
+
 // List is the inner List behind the faults of OpList.
 func (b *Backend) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	if _, err := b.before(ctx, Call{Op: OpList, Key: prefix, Version: opt.Token}); err != nil {

@@ -102,6 +102,12 @@ func (t *Tier) Stat(ctx context.Context, key string) (backend.ObjectInfo, error)
 	return t.origin.Stat(ctx, key)
 }
 
+// ReadHead passes through to the origin: it answers a lookup, and what it
+// read is cached on this node only.
+func (t *Tier) ReadHead(ctx context.Context, key string, n int64) (backend.ObjectInfo, []byte, error) {
+	return backend.ReadHead(ctx, t.origin, key, n)
+}
+
 // List passes through to the origin.
 func (t *Tier) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	return t.origin.List(ctx, prefix, opt)

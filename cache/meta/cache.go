@@ -40,8 +40,11 @@ type Options struct {
 	// background when a directory with subdirectories is loaded (each
 	// one list request at a time); 0 turns the prefetch off.
 	ListPrefetch int
-	Logger       *slog.Logger
-	Clock        func() time.Time
+	// HeadBytes: a lookup not answered from a listing reads the object's
+	// first HeadBytes bytes with its metadata (heads.go); 0 sends a HEAD.
+	HeadBytes int64
+	Logger    *slog.Logger
+	Clock     func() time.Time
 }
 
 // DefaultOptions: 60 s TTL, 250k entries in memory (about 50 MiB), 16
@@ -79,6 +82,8 @@ type Cache struct {
 	invalidations []invalidation // recent InvalidatePrefix calls (see installFlat)
 	invalidFloor  int64          // invalidations up to this time were forgotten
 
+	heads heads // small objects' content read by lookups (heads.go)
+
 	pf        *prefetcher   // nil when listing prefetch is off
 	splitWait time.Duration // how long a readdir waits for a split (splitwait.go)
 }
@@ -108,6 +113,7 @@ func New(be backend.Backend, ix *index.Index, opts Options) *Cache {
 		local:     map[string]map[string]Entry{},
 		health:    backend.NewBreaker(time.Second, backendGone, opts.Clock),
 		splitWait: splitWait,
+		heads:     heads{m: map[string]headData{}},
 	}
 	if opts.ListPrefetch > 0 {
 		c.pf = &prefetcher{max: opts.ListPrefetch, maxHeld: max(opts.MaxEntries, smallListing), maxDirs: maxPrefetchedDirs, pending: map[string]*split{}}

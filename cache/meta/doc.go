@@ -34,8 +34,13 @@
 // its subtrees before its readers see the end of the listing, so that a
 // walk going on from there finds them queued.
 //
+// A lookup that no listing answers asks the backend about the one name;
+// with Options.HeadBytes it asks with a GET of the object's first bytes
+// (heads.go), and a small file's whole content waits for the caller to
+// take it (TakeHead) and cache it, so its open needs no request.
+//
 // Lock order: dirState.persistMu, then Cache.mu, then dirState.mu, then
-// listing.mu; prefetcher.mu is a leaf (split fields are guarded by it). Only persistMu is held across an
+// listing.mu; prefetcher.mu and heads.mu are leaves (split fields are guarded by it). Only persistMu is held across an
 // index write (it orders the writes of overlapping loads, prefetches and
 // edits of one directory); nothing is held across a backend call.
 package meta

@@ -94,7 +94,7 @@ func (c *Cache) probe(ctx context.Context, key string) (info backend.ObjectInfo,
 		listErr error
 	)
 	wg.Add(2)
-	go func() { defer wg.Done(); info, statErr = c.be.Stat(ctx, key) }()
+	go func() { defer wg.Done(); info, statErr = c.stat(ctx, key) }()
 	go func() {
 		defer wg.Done()
 		page, listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})

@@ -41,6 +41,7 @@ func bindMountFlags(fs *pflag.FlagSet, c *config.Config) {
 	fs.Var(&c.MaxReadahead, "max-readahead", "largest sequential readahead window per open file")
 	fs.Var(&c.PartSize, "part-size", "bytes per ranged GET when reading ahead")
 	fs.Var(&c.SmallObject, "small-object", "objects up to this size are fetched whole, in one GET, when opened")
+	fs.Var(&c.LookupFetch, "lookup-fetch", "a lookup not answered from a listing GETs the file's first SIZE bytes (at most a block) instead of a HEAD, and a file that small is cached by the lookup, so its open needs no request; 0 sends a HEAD")
 	fs.Var(&c.RandomFill, "random-fill-max", "objects up to this size (and a quarter of the cache) that a reader reads at random are fetched whole in the background after 8 random misses; 0 turns it off")
 	fs.IntVar(&c.MaxFetches, "max-fetches", c.MaxFetches, "concurrent GETs (demand reads may exceed it by half)")
 	fs.IntVar(&c.ReadAheadKB, "read-ahead-kb", c.ReadAheadKB, "kernel readahead of the mount, in KiB (0: kernel default)")

@@ -47,6 +47,7 @@ type Config struct {
 	PartSize     Size   `yaml:"part-size"`
 	SmallObject  Size   `yaml:"small-object"`
 	RandomFill   Size   `yaml:"random-fill-max"`
+	LookupFetch  Size   `yaml:"lookup-fetch"`
 	MaxFetches   int    `yaml:"max-fetches"`
 	ReadAheadKB  int    `yaml:"read-ahead-kb"`
 	Passthrough  string `yaml:"passthrough"`

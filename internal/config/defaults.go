@@ -30,6 +30,7 @@ func Defaults() Config {
 		PartSize:     8 << 20,
 		SmallObject:  4 << 20,
 		RandomFill:   16 << 30,
+		LookupFetch:  256 << 10,
 		MaxFetches:   64,
 		ReadAheadKB:  1024,
 		Passthrough:  "auto",

@@ -45,7 +45,7 @@ var flagScopes = map[string]string{}
 func init() {
 	for _, f := range strings.Fields(`cache-size metadata-ttl region force-path-style no-sign-request anonymous
 		uid gid file-mode dir-mode log-level log-format block-size memory-limit max-readahead part-size
-		small-object random-fill-max max-fetches read-ahead-kb passthrough io-engine dir-prefetch list-prefetch upload upload-concurrency upload-delay
+		small-object random-fill-max lookup-fetch max-fetches read-ahead-kb passthrough io-engine dir-prefetch list-prefetch upload upload-concurrency upload-delay
 		upload-part-size rename-dir-limit warm-concurrency warm-on-mount history`) {
 		flagScopes[f] = ScopeVolume
 	}

@@ -114,6 +114,19 @@ func (b *instrumented) Stat(ctx context.Context, key string) (backend.ObjectInfo
 	return oi, err
 }
 
+func (b *instrumented) ReadHead(ctx context.Context, key string, n int64) (backend.ObjectInfo, []byte, error) {
+	start := time.Now()
+	oi, data, err := backend.ReadHead(ctx, b.inner, key, n)
+	if errors.Is(err, backend.ErrNotSupported) {
+		return oi, data, err // no request was made
+	}
+	b.m.done("read_head", start, err)
+	if len(data) > 0 {
+		b.m.bytes.WithLabelValues("read_head", "received").Add(float64(len(data)))
+	}
+	return oi, data, err
+}
+
 func (b *instrumented) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	start := time.Now()
 	p, err := b.inner.List(ctx, prefix, opt)

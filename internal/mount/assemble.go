@@ -152,6 +152,7 @@ func (s *Mount) open(ctx context.Context, owner string, serving bool) error {
 	}
 	mo := meta.DefaultOptions()
 	mo.TTL, mo.Logger = time.Duration(cfg.MetadataTTL), log
+	mo.HeadBytes = min(int64(cfg.LookupFetch), int64(cfg.BlockSize))
 	if !cfg.ListPrefetch {
 		mo.ListPrefetch = 0
 	}
