@@ -40,8 +40,12 @@ func (b *Backend) Stat(ctx context.Context, key string) (backend.ObjectInfo, err
 }
 
 // ReadHead is the inner ReadHead behind the faults of OpStat (it answers
-// a lookup).
+// a lookup). Without an inner ReadHead no fault is spent: the caller's
+// Stat that follows meets it.
 func (b *Backend) ReadHead(ctx context.Context, key string, n int64) (backend.ObjectInfo, []byte, error) {
+	if _, ok := b.inner.(backend.HeadReader); !ok {
+		return backend.ReadHead(ctx, b.inner, key, n)
+	}
 	if _, err := b.before(ctx, Call{Op: OpStat, Key: key}); err != nil {
 		return backend.ObjectInfo{}, nil, err
 	}
