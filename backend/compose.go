@@ -2,9 +2,10 @@ package backend
 
 import "context"
 
-// Base is what every wrapper offers whatever it wraps: the read side and
+// Base is what every wrapper offers whatever it wraps: the read side,
 // Close (a wrapper's Close releases its own resources and closes what it
-// wraps when that is a Closer).
+// wraps when that is a Closer) and ReadHead (ErrNotSupported when what it
+// wraps has none).
 type Base interface {
 	Backend
 	Closer
