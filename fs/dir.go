@@ -51,34 +51,40 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		}
 		return nil, toErrno(err)
 	}
-	if !e.Dir {
-		d.fsys.cacheHead(meta.Join(d.key.get(), e.Name, false), e)
+	fetched := !e.Dir && d.fsys.cacheHead(meta.Join(d.key.get(), e.Name, false), e)
+	ch := d.child(ctx, e, out)
+	if fn, ok := ch.Operations().(*fileNode); ok && fetched {
+		fn.headFetched.Store(true)
 	}
-	return d.child(ctx, e, out), 0
+	return ch, 0
 }
 
 // cacheHead caches the content the lookup of e read with its metadata
 // (meta.TakeHead: a small file found by a GET of its first bytes), so the
 // open that usually follows needs no request. Its block counts as
-// prefetched: reading it is not a cache hit.
-func (f *FS) cacheHead(key string, e meta.Entry) {
+// prefetched: reading it is not a cache hit. It reports whether it
+// cached the file.
+func (f *FS) cacheHead(key string, e meta.Entry) bool {
 	data := f.meta.TakeHead(key, e.Version)
 	if data == nil {
-		return
+		return false
 	}
+	f.fetch.CountLookupFetch(int64(len(data)))
 	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: key, Version: e.Version, Size: e.Size, MTime: e.MTime})
 	if err != nil {
-		return
+		return false
 	}
 	defer obj.Release()
 	if obj.Complete() || obj.NumBlocks() != 1 {
-		return
+		return false
 	}
 	obj.MarkPrefetched(0)
 	if err := obj.WriteBlock(0, data); err != nil {
 		obj.TakePrefetched(0)
 		f.log.Debug("fs: caching what a lookup read", "key", key, "err", err)
+		return false
 	}
+	return true
 }
 
 // child makes (or finds) the inode of entry e and fills out.

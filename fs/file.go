@@ -3,6 +3,7 @@ package fs
 import (
 	"context"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -28,6 +29,10 @@ type fileNode struct {
 	fsys  *FS
 	key   keyRef
 	ident string
+
+	// headFetched: its lookup just read the file whole (cacheHead); the
+	// next open is still a cold open for directory warming.
+	headFetched atomic.Bool
 
 	// sessMu orders writes against the commit of their session: writes
 	// and reads of sess hold it shared, a commit holds it exclusively.
@@ -147,7 +152,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		f.log.Warn("fs: open failed", "key", n.key.get(), "err", err)
 		return nil, 0, toErrno(err)
 	}
-	if f.warmer != nil && !obj.Complete() && e.Size <= f.fetch.Options().SmallObject {
+	if coldOpen := n.headFetched.Swap(false) || !obj.Complete(); f.warmer != nil && coldOpen && e.Size <= f.fetch.Options().SmallObject {
 		dir, name := meta.Parent(n.key.get())
 		f.warmer.opened(dir, name)
 	}

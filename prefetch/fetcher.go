@@ -179,6 +179,14 @@ func New(be backend.Backend, budget *Budget, opts Options) *Fetcher {
 // Stats returns the live counters.
 func (f *Fetcher) Stats() *Stats { return &f.stats }
 
+// CountLookupFetch counts n bytes a lookup brought with a file's metadata
+// (a small file read whole by its lookup, then cached): fetched from the
+// origin like a demand read's, though no GET of the fetcher's carried it.
+func (f *Fetcher) CountLookupFetch(n int64) {
+	f.stats.FetchedBytes[Demand].Add(n)
+	f.stats.Fetches[Demand].Add(1)
+}
+
 // Budget returns the fetcher's memory budget.
 func (f *Fetcher) Budget() *Budget { return f.budget }
 

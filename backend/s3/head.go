@@ -3,9 +3,9 @@ package s3
 import (
 	"context"
 	"fmt"
-	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -15,7 +15,10 @@ import (
 
 // ReadHead is a GET of key's first n bytes that also stands for its HEAD:
 // the size comes from Content-Range, the version from the ETag. An empty
-// object has no byte 0 to range over (416): it is answered by a HEAD.
+// object has no byte 0 to range over (416): it is answered by a HEAD. The
+// bytes are only read ahead of an open: a body that breaks, or sends
+// nothing for headStall, leaves the answer without data (no retry,
+// no error), and the open fetches them.
 func (b *Backend) ReadHead(ctx context.Context, key string, n int64) (backend.ObjectInfo, []byte, error) {
 	if key == "" {
 		return backend.ObjectInfo{}, nil, fmt.Errorf("s3: read head: empty key: %w", backend.ErrNotExist)
@@ -24,9 +27,9 @@ func (b *Backend) ReadHead(ctx context.Context, key string, n int64) (backend.Ob
 		info, err := b.head(ctx, "stat", key, "")
 		return info, nil, err
 	}
-	// The request as a HEAD's (each attempt bounded), the body within the
-	// transfer timeout.
-	ctx, cancel := context.WithTimeout(ctx, b.opt.TransferTimeout)
+	// The request as a HEAD's (each attempt bounded); the body's stall
+	// guard cancels it.
+	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: &b.bucket, Key: &key, Range: aws.String(fmt.Sprintf("bytes=0-%d", n-1)),
@@ -45,18 +48,33 @@ func (b *Backend) ReadHead(ctx context.Context, key string, n int64) (backend.Ob
 			return backend.ObjectInfo{}, nil, fmt.Errorf("s3: read head %s: %w", key, err)
 		}
 	}
-	want := min(n, size)
-	data := make([]byte, want)
-	if _, err := io.ReadFull(out.Body, data); err != nil {
-		return backend.ObjectInfo{}, nil, fmt.Errorf("s3: read head %s: %w: %w", key, backend.ErrUnavailable, err)
-	}
-	return backend.ObjectInfo{
+	info := backend.ObjectInfo{
 		Key:     key,
 		Size:    size,
 		MTime:   aws.ToTime(out.LastModified),
 		Version: trimETag(out.ETag),
-	}, data, nil
+	}
+	data := make([]byte, min(n, size))
+	wait := min(headStall, b.opt.ReadStallTimeout)
+	stall := time.AfterFunc(wait, cancel)
+	defer stall.Stop()
+	for got := 0; got < len(data); {
+		k, err := out.Body.Read(data[got:])
+		got += k
+		if k > 0 {
+			stall.Reset(wait)
+		}
+		if err != nil && got < len(data) {
+			return info, nil, nil
+		}
+	}
+	return info, data, nil
 }
+
+// headStall bounds how long a lookup waits for a head's body to move: the
+// bytes are only read ahead of an open, and a lookup answered by a HEAD
+// would not have waited at all.
+const headStall = 2 * time.Second
 
 // totalOf is the object size of a Content-Range "bytes first-last/total".
 func totalOf(cr string) (int64, error) {

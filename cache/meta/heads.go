@@ -71,11 +71,11 @@ func (c *Cache) TakeHead(key, version string) []byte {
 }
 
 // stat answers a probe's question about the object key: a HEAD, or with
-// HeadBytes a GET of its first bytes whose data, if it is the whole
-// object, is kept for TakeHead.
-func (c *Cache) stat(ctx context.Context, key string) (backend.ObjectInfo, error) {
+// head and HeadBytes a GET of its first bytes whose data, if it is the
+// whole object, is kept for TakeHead.
+func (c *Cache) stat(ctx context.Context, key string, head bool) (backend.ObjectInfo, error) {
 	n := c.opts.HeadBytes
-	if n <= 0 || c.heads.unsupported.Load() {
+	if !head || n <= 0 || c.heads.unsupported.Load() {
 		return c.be.Stat(ctx, key)
 	}
 	info, data, err := backend.ReadHead(ctx, c.be, key, n)

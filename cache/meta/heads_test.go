@@ -122,3 +122,27 @@ func TestHeadsAreBounded(t *testing.T) {
 		t.Fatalf("%d bytes of heads held, bound %d", held, maxHeadBytes)
 	}
 }
+
+// TestRevalidationSendsAHead: a lookup of a name whose answer expired
+// revalidates it with a HEAD: its content, if read, is cached already,
+// and reading it again at every TTL would re-download it.
+func TestRevalidationSendsAHead(t *testing.T) {
+	be := &headFake{fakeBackend: newFake(1000)}
+	be.put("d/small", 100, "v1")
+	clk := &testClock{}
+	clk.ns.Store(int64(1e18))
+	o := DefaultOptions()
+	o.HeadBytes, o.ListPrefetch, o.TTL, o.Clock = 1024, 0, time.Minute, clk.now
+	c := New(be, openIndex(t, t.TempDir()), o)
+	t.Cleanup(c.Close)
+	if _, err := c.Lookup(context.Background(), "d/", "small"); err != nil {
+		t.Fatal(err)
+	}
+	clk.ns.Add(int64(2 * time.Minute))
+	if _, err := c.Lookup(context.Background(), "d/", "small"); err != nil {
+		t.Fatal(err)
+	}
+	if be.heads.Load() != 1 || be.stats.Load() != 1 {
+		t.Fatalf("%d ReadHeads and %d HEADs for a lookup and its revalidation, want 1 and 1", be.heads.Load(), be.stats.Load())
+	}
+}

@@ -51,7 +51,10 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 	// kernel interrupts a request whenever the calling thread gets a
 	// signal (the Go runtime's SIGURG preemption included), and open() or
 	// stat() would fail with EINTR. The backend's own timeouts bound it.
-	info, isDir, isFile, err := c.probe(context.WithoutCancel(ctx), key)
+	// A name the cache knew (its answer expired) is being revalidated: its
+	// content, if it was read, is cached already, and a HEAD will do.
+	_, _, known := c.staleAnswer(dir, name)
+	info, isDir, isFile, err := c.probe(context.WithoutCancel(ctx), key, !known)
 	if err != nil {
 		if e, found, ok := c.staleAnswer(dir, name); ok {
 			c.warnOnce("stale\x00"+key, "meta: backend unreachable; serving cached metadata past its TTL", "key", key, "err", err)
@@ -79,9 +82,10 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 	return p.e, nil
 }
 
-// probe asks the backend about key: a HEAD and a one-key LIST of key+"/"
-// at once. A directory wins over a file of the same name (logged once).
-func (c *Cache) probe(ctx context.Context, key string) (info backend.ObjectInfo, isDir, isFile bool, err error) {
+// probe asks the backend about key: a HEAD (with head, a GET of its first
+// bytes: heads.go) and a one-key LIST of key+"/" at once. A directory wins
+// over a file of the same name (logged once).
+func (c *Cache) probe(ctx context.Context, key string, head bool) (info backend.ObjectInfo, isDir, isFile bool, err error) {
 	sent, err := c.allowBackend()
 	if err != nil {
 		return info, false, false, err
@@ -94,7 +98,7 @@ func (c *Cache) probe(ctx context.Context, key string) (info backend.ObjectInfo,
 		listErr error
 	)
 	wg.Add(2)
-	go func() { defer wg.Done(); info, statErr = c.stat(ctx, key) }()
+	go func() { defer wg.Done(); info, statErr = c.stat(ctx, key, head) }()
 	go func() {
 		defer wg.Done()
 		page, listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})

@@ -17,7 +17,7 @@ import (
 // they are: they win over the bucket until their upload lands.
 func (c *Cache) Refresh(ctx context.Context, dir, name string) (Entry, error) {
 	key := dir + name
-	info, isDir, isFile, err := c.probe(ctx, key)
+	info, isDir, isFile, err := c.probe(ctx, key, false)
 	if err != nil {
 		return Entry{}, fmt.Errorf("meta: refresh %q: %w", key, err)
 	}
