@@ -75,16 +75,10 @@ func (f *FS) cacheHead(key string, e meta.Entry) bool {
 		return false
 	}
 	defer obj.Release()
-	if obj.Complete() || obj.NumBlocks() != 1 {
+	if obj.NumBlocks() != 1 {
 		return false
 	}
-	obj.MarkPrefetched(0)
-	if err := obj.WriteBlock(0, data); err != nil {
-		obj.TakePrefetched(0)
-		f.log.Debug("fs: caching what a lookup read", "key", key, "err", err)
-		return false
-	}
-	return true
+	return f.fetch.Deliver(obj, 0, data)
 }
 
 // child makes (or finds) the inode of entry e and fills out.

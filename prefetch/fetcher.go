@@ -156,8 +156,10 @@ type Fetcher struct {
 	mu       sync.Mutex
 	inflight map[blockKey]*flight
 	filling  map[index.ID]bool // objects a random fill is running for
-	closed   bool
-	wg       sync.WaitGroup
+	// delivering: blocks Deliver is writing (schedule skips them).
+	delivering map[blockKey]bool
+	closed     bool
+	wg         sync.WaitGroup
 
 	pendingBlocks atomic.Int64 // prefetch blocks queued without a buffer yet
 }
@@ -170,7 +172,7 @@ func New(be backend.Backend, budget *Budget, opts Options) *Fetcher {
 	}
 	opts.Attempts = max(opts.Attempts, 1)
 	opts.PartBlocks = max(opts.PartBlocks, 1)
-	f := &Fetcher{be: be, budget: budget, opts: opts, log: opts.Logger, inflight: map[blockKey]*flight{}, filling: map[index.ID]bool{}}
+	f := &Fetcher{be: be, budget: budget, opts: opts, log: opts.Logger, inflight: map[blockKey]*flight{}, filling: map[index.ID]bool{}, delivering: map[blockKey]bool{}}
 	f.health = backend.NewBreaker(time.Second, nil, nil)
 	f.sched = newScheduler(opts.MaxFetches, f.run)
 	return f
@@ -230,6 +232,10 @@ func (f *Fetcher) schedule(o *cache.Object, first, last int64, p Priority, partB
 	for i := first; i <= last && i < o.NumBlocks(); i++ {
 		key := blockKey{o.ID(), i}
 		if o.Has(i) {
+			flush()
+			continue
+		}
+		if f.delivering[key] {
 			flush()
 			continue
 		}

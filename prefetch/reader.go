@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 
@@ -211,7 +212,9 @@ func (r *Reader) fromFetch(ctx context.Context, i int64, p []byte, pos int64) (i
 			if o.Has(i) {
 				return 0, nil
 			}
-			f.schedule(o, i, i, Demand, 1, false)
+			if n, _ := f.schedule(o, i, i, Demand, 1, false); n == 0 {
+				runtime.Gosched() // present, or being delivered (Deliver) right now
+			}
 			continue
 		}
 		select {
