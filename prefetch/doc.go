@@ -21,6 +21,12 @@
 // prefetch window shrinks instead of memory growing; demand reads never
 // fail for lack of budget.
 //
-// Lock order: Fetcher.mu, then scheduler.mu, then Budget.mu. No lock is
+// Random fill (fill.go): a handle whose random reads missed 8 blocks has
+// the rest of its object fetched in the background, a few GETs at a time.
+// Deliver (deliver.go) caches a block whose bytes came another way (a
+// lookup's head), within the same single-flight rule.
+//
+// Lock order: Fetcher.mu (which also guards the fills and deliveries
+// running), then scheduler.mu, then Budget.mu. No lock is
 // held across backend or disk I/O.
 package prefetch
