@@ -152,7 +152,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		f.log.Warn("fs: open failed", "key", n.key.get(), "err", err)
 		return nil, 0, toErrno(err)
 	}
-	if coldOpen := n.headFetched.Swap(false) || !obj.Complete(); f.warmer != nil && coldOpen && e.Size <= f.fetch.Options().SmallObject {
+	if coldOpen := n.headFetched.Load() && n.headFetched.Swap(false) || !obj.Complete(); f.warmer != nil && coldOpen && e.Size <= f.fetch.Options().SmallObject {
 		dir, name := meta.Parent(n.key.get())
 		f.warmer.opened(dir, name)
 	}

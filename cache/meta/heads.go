@@ -28,6 +28,9 @@ type heads struct {
 	mu    sync.Mutex
 	m     map[string]headData
 	bytes int
+	// held mirrors len(m), so that the lookups of a warm mount (which
+	// find no head) take no lock.
+	held atomic.Int32
 	// unsupported is set once the backend said it has no ReadHead: the
 	// lookups that follow send a HEAD at once.
 	unsupported atomic.Bool
@@ -45,6 +48,7 @@ func (h *heads) put(key, version string, data []byte) {
 		clear(h.m)
 		h.bytes = 0
 	}
+	defer func() { h.held.Store(int32(len(h.m))) }()
 	if old, ok := h.m[key]; ok {
 		h.bytes -= len(old.data)
 	}
@@ -56,6 +60,9 @@ func (h *heads) put(key, version string, data []byte) {
 // just read it with its metadata, or nil.
 func (c *Cache) TakeHead(key, version string) []byte {
 	h := &c.heads
+	if h.held.Load() == 0 {
+		return nil
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	d, ok := h.m[key]
@@ -63,6 +70,7 @@ func (c *Cache) TakeHead(key, version string) []byte {
 		return nil
 	}
 	delete(h.m, key)
+	h.held.Store(int32(len(h.m)))
 	h.bytes -= len(d.data)
 	if d.version != version {
 		return nil
