@@ -144,15 +144,16 @@ func TestSmokeBaselines(t *testing.T) {
 
 // TestSmokeStrata runs every workload but the PyTorch ones on strata (its
 // default flags), the reads on strata as a second node of a shared cache
-// tier, and the listing on strata --metadata-ttl indefinite, at the tiny
-// scale. It is
-// skipped only when the strata binary is missing or has no mount command.
+// tier, the listing on strata --metadata-ttl indefinite and the small
+// files, shards and random reads on strata --passthrough off, at the tiny
+// scale. It is skipped only when the strata binary is missing or has no
+// mount command.
 func TestSmokeStrata(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MinIO and toxiproxy and mounts")
 	}
 	requireStrataMount(t)
-	r, out := smoke(t, "local,strata,"+secondNodeName+","+indefiniteName, "0ms")
+	r, out := smoke(t, "local,strata,"+secondNodeName+","+indefiniteName+","+userspaceName, "0ms")
 	n := map[string]int{}
 	for _, row := range r.Results.Rows {
 		if row.System == "local" {
@@ -162,18 +163,28 @@ func TestSmokeStrata(t *testing.T) {
 		if row.Err != "" {
 			t.Errorf("%s/%s/%s/%s failed: %s", row.System, row.Workload, row.Phase, row.Latency, row.Err)
 		}
+		// With passthrough off no open is passthrough; warm opens of
+		// strata's default mount are (the kernel here offers it).
+		if row.System == userspaceName && strings.Contains(row.Note, "passthrough ") && !strings.Contains(row.Note, "passthrough 0/") {
+			t.Errorf("%s/%s with --passthrough off: %s", row.Workload, row.Phase, row.Note)
+		}
 	}
 	// strata: 3 + 2 + 4 + 3 + 2 phases; the second node the reads
 	// (3 + 2 + 4); --metadata-ttl indefinite the listing's 3, labelled
-	// apart.
-	if n["strata"] != 14 || n[secondNodeName] != 9 || n[indefiniteName] != 3 || len(n) != 3 {
-		t.Errorf("rows %v, want 14, 9 and 3 (one per phase)\n%s", n, out)
+	// apart; --passthrough off the reads (3 + 2 + 4), labelled apart.
+	if n["strata"] != 14 || n[secondNodeName] != 9 || n[indefiniteName] != 3 || n[userspaceName] != 9 || len(n) != 4 {
+		t.Errorf("rows %v, want 14, 9, 3 and 9 (one per phase)\n%s", n, out)
 	}
-	if !strings.Contains(out, "**strata (--metadata-ttl indefinite)**") {
-		t.Errorf("no row labelled strata (--metadata-ttl indefinite):\n%s", out)
+	for _, label := range []string{"**strata (--metadata-ttl indefinite)**", "**strata (--passthrough off)**"} {
+		if !strings.Contains(out, label) {
+			t.Errorf("no row labelled %s:\n%s", label, out)
+		}
 	}
 	for name, c := range r.Commands {
 		if indef := strings.Contains(c, "--metadata-ttl indefinite"); indef != (name == indefiniteName) {
+			t.Errorf("%s mounted as %s", name, c)
+		}
+		if off := strings.Contains(c, "--passthrough off"); off != (name == userspaceName) {
 			t.Errorf("%s mounted as %s", name, c)
 		}
 	}

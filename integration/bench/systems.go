@@ -103,6 +103,7 @@ func allSystems(cfg Config) []System {
 		withGCS(mountSystem(strata, RoleSubject, strata.Available, strata.Version, true)),
 		asyncSystem(cfg),
 		indefiniteSystem(cfg),
+		userspaceSystem(cfg),
 		secondNodeSystem(cfg),
 		mountSystem(&workload.Rclone{Flags: cfg.RcloneFlags}, RolePeer, nil, (&workload.Rclone{}).Version, false),
 		s3fsSystem(),
@@ -138,6 +139,21 @@ func indefiniteSystem(cfg Config) System {
 		return m.Version(ctx) + ", --metadata-ttl indefinite"
 	}, true)
 	s.Name, s.Runs, s.GCS = indefiniteName, only("listing"), true
+	return s
+}
+
+// userspaceName is strata with --passthrough off: every read of a cached
+// file goes through the daemon, as on a kernel or in a container without
+// FUSE passthrough. Labelled apart; only the read paths whose warm phases
+// passthrough serves run on it (issue #14's userspace rows).
+const userspaceName = "strata-userspace"
+
+func userspaceSystem(cfg Config) System {
+	m := &workload.Strata{Flags: append(append([]string{}, cfg.StrataFlags...), "--passthrough", "off")}
+	s := mountSystem(m, RoleSubject, m.Available, func(ctx context.Context) string {
+		return m.Version(ctx) + ", --passthrough off"
+	}, true)
+	s.Name, s.Runs, s.GCS = userspaceName, only("imagefolder", "webdataset", "random"), true
 	return s
 }
 

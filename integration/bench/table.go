@@ -125,6 +125,9 @@ func systemLabel(r Row) string {
 	if r.System == indefiniteName {
 		return "**strata (--metadata-ttl indefinite)**"
 	}
+	if r.System == userspaceName {
+		return "**strata (--passthrough off)**"
+	}
 	if r.Role == RoleSubject {
 		return "**" + r.System + "**"
 	}
