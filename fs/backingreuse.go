@@ -11,34 +11,45 @@ import (
 
 // Limits of the idle backing registrations a mount keeps.
 const (
-	idleBackingFiles = 1024
-	idleBackingBytes = 256 << 20
+	// idleBackingFiles is the most kept (and at most a quarter of the
+	// process's descriptor limit: each holds a descriptor): an epoch over
+	// thousands of small files reopens every one of them.
+	idleBackingFiles = 16384
 	idleBackingSize  = 8 << 20 // larger files are released at once: their reads dwarf two ioctls
-	idleBackingAge   = 30 * time.Second
+	// idleBackingSweep is how often idle registrations are checked for
+	// files the cache has removed since (evicted): those are released,
+	// so the blocks they hold on disk are freed within about this long.
+	idleBackingSweep = 5 * time.Second
+	// idleBackingAge bounds how long an unused registration is kept.
+	idleBackingAge = 10 * time.Minute
 )
 
-// reusedBacking keeps the kernel's registration of a cache file for a
-// while after its last open is released, so that the next open of the
-// same file (the next epoch over a dataset of small files) hands the
-// kernel the id it has instead of registering the file again: two
-// ioctls per open saved, and for a sidecar two round trips to the CSI
-// plugin. go-fuse registers at the first open of an inode and
-// unregisters at its last release; this sits behind it.
+// reusedBacking keeps the kernel's registration of a cache file after its
+// last open is released, so that the next open of the same file (the
+// next epoch over a dataset of small files) hands the kernel the id it
+// has instead of registering the file again: two ioctls per open saved,
+// and for a sidecar two round trips to the CSI plugin. go-fuse registers
+// at the first open of an inode and unregisters at its last release; this
+// sits behind it.
 //
 // A registration holds a duplicate of the file's descriptor, so the
 // inode cannot be freed and its number reused while the entry lives: a
 // hit on (device, inode) is always the same file. A cache file evicted
-// while registered keeps its blocks until the entry goes: at most
-// idleBackingBytes, for at most idleBackingAge.
+// while registered keeps its blocks until the entry goes: a sweep every
+// idleBackingSweep releases the idle registrations of files no longer
+// linked in the cache directory, so that lasts seconds, not the entry's
+// whole life.
 type reusedBacking struct {
-	inner Backing
-	now   func() time.Time
+	inner    Backing
+	now      func() time.Time
+	maxFiles int
 
-	mu    sync.Mutex // guards below; never held across a syscall
-	byKey map[fileKey]*registration
-	byID  map[int32]*registration
-	idle  *list.List // of *registration with refs == 0, oldest first
-	bytes int64      // size of the idle ones
+	mu       sync.Mutex // guards below; never held across a syscall
+	byKey    map[fileKey]*registration
+	byID     map[int32]*registration
+	idle     *list.List // of *registration with refs == 0, oldest first
+	swept    time.Time  // when the last sweep started
+	sweeping bool
 }
 
 type fileKey struct{ dev, ino uint64 }
@@ -54,7 +65,12 @@ type registration struct {
 }
 
 func newReusedBacking(inner Backing) *reusedBacking {
-	return &reusedBacking{inner: inner, now: time.Now, byKey: map[fileKey]*registration{},
+	maxFiles := idleBackingFiles
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur/4 < uint64(maxFiles) {
+		maxFiles = int(lim.Cur / 4)
+	}
+	return &reusedBacking{inner: inner, now: time.Now, maxFiles: maxFiles, byKey: map[fileKey]*registration{},
 		byID: map[int32]*registration{}, idle: list.New()}
 }
 
@@ -71,7 +87,6 @@ func (r *reusedBacking) Register(fd int) (int32, syscall.Errno) {
 		if reg.elem != nil {
 			r.idle.Remove(reg.elem)
 			reg.elem = nil
-			r.bytes -= reg.size
 		}
 		reg.refs++
 	}
@@ -136,11 +151,59 @@ func (r *reusedBacking) Unregister(id int32) syscall.Errno {
 	}
 	reg.at = r.now()
 	reg.elem = r.idle.PushBack(reg)
-	r.bytes += reg.size
 	expired := r.expireLocked()
+	sweep := !r.sweeping && reg.at.Sub(r.swept) >= idleBackingSweep
+	if sweep {
+		r.sweeping, r.swept = true, reg.at
+	}
 	r.mu.Unlock()
 	_ = r.release(expired...) // aged out: not the caller's registration
+	if sweep {
+		go func() {
+			r.sweep()
+			r.mu.Lock()
+			r.sweeping = false
+			r.mu.Unlock()
+		}()
+	}
 	return 0
+}
+
+// sweep releases the idle registrations whose cache file has been
+// removed (evicted, or replaced by a newer version) since.
+func (r *reusedBacking) sweep() {
+	r.mu.Lock()
+	idle := make([]*registration, 0, r.idle.Len())
+	for e := r.idle.Front(); e != nil; e = e.Next() {
+		idle = append(idle, e.Value.(*registration))
+	}
+	r.mu.Unlock()
+	var gone []*registration
+	for _, reg := range idle {
+		var st unix.Stat_t
+		// reg.fd is ours until the registration is dropped, which only
+		// happens under mu with the entry out of the maps (checked below).
+		if err := unix.Fstat(reg.fd, &st); err == nil && st.Nlink > 0 {
+			continue
+		}
+		gone = append(gone, reg)
+	}
+	if len(gone) == 0 {
+		return
+	}
+	r.mu.Lock()
+	var drop []*registration
+	for _, reg := range gone {
+		if reg.elem == nil || r.byID[reg.id] != reg { // reopened or dropped meanwhile
+			continue
+		}
+		r.idle.Remove(reg.elem)
+		reg.elem = nil
+		r.dropLocked(reg)
+		drop = append(drop, reg)
+	}
+	r.mu.Unlock()
+	_ = r.release(drop...) // nobody waits on these
 }
 
 // expireLocked takes out the idle registrations beyond the limits, the
@@ -151,12 +214,11 @@ func (r *reusedBacking) expireLocked() []*registration {
 	now := r.now()
 	for e := r.idle.Front(); e != nil; e = r.idle.Front() {
 		reg := e.Value.(*registration)
-		if r.idle.Len() <= idleBackingFiles && r.bytes <= idleBackingBytes && now.Sub(reg.at) < idleBackingAge {
+		if r.idle.Len() <= r.maxFiles && now.Sub(reg.at) < idleBackingAge {
 			break
 		}
 		r.idle.Remove(e)
 		reg.elem = nil
-		r.bytes -= reg.size
 		r.dropLocked(reg)
 		out = append(out, reg)
 	}
@@ -192,7 +254,6 @@ func (r *reusedBacking) Close() {
 		r.dropLocked(reg)
 		all = append(all, reg)
 	}
-	r.bytes = 0
 	r.mu.Unlock()
 	_ = r.release(all...) // the connection is going away with them
 }

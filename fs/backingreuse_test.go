@@ -1,12 +1,17 @@
 package fs
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/internal/testserver"
 )
 
 // countingBacking hands out ids and counts the calls that reach it.
@@ -134,5 +139,63 @@ func unregister(t *testing.T, r *reusedBacking, id int32) {
 	t.Helper()
 	if errno := r.Unregister(id); errno != 0 {
 		t.Fatalf("unregister %d: %v", id, errno)
+	}
+}
+
+// TestBackingKeepsAnEpochOfSmallFiles: an epoch over more small files than
+// the first limit (1,024) kept opens them all again without a
+// registration: in the sidecar mode each one is two round trips to the
+// CSI plugin.
+func TestBackingKeepsAnEpochOfSmallFiles(t *testing.T) {
+	inner := &countingBacking{live: map[int32]bool{}}
+	r := newReusedBacking(inner)
+	defer r.Close()
+	const n = 2000
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err != nil || lim.Cur < 4*n {
+		testserver.SkipOrFail(t, "descriptor limit %d (%v) allows fewer than %d kept registrations", lim.Cur, err, n)
+	}
+	dir := t.TempDir()
+	files := make([]*os.File, n)
+	for i := range files {
+		files[i] = openFile(t, filepath.Join(dir, fmt.Sprint(i)), 4096)
+	}
+	for epoch := range 2 {
+		for _, f := range files {
+			id, errno := r.Register(int(f.Fd()))
+			if errno != 0 {
+				t.Fatal(errno)
+			}
+			unregister(t, r, id)
+		}
+		if inner.regs != n {
+			t.Fatalf("epoch %d: %d registrations, want %d (one per file)", epoch+1, inner.regs, n)
+		}
+	}
+}
+
+// TestBackingReleasedOnceItsFileIsEvicted: an idle registration holds the
+// file's blocks on disk; once the cache has removed the file, the next
+// sweep releases it, while one of a file still cached stays.
+func TestBackingReleasedOnceItsFileIsEvicted(t *testing.T) {
+	inner := &countingBacking{live: map[int32]bool{}}
+	r := newReusedBacking(inner)
+	defer r.Close()
+	dir := t.TempDir()
+	evicted := openFile(t, filepath.Join(dir, "evicted"), 4096)
+	kept := openFile(t, filepath.Join(dir, "kept"), 4096)
+	idE, _ := r.Register(int(evicted.Fd()))
+	idK, _ := r.Register(int(kept.Fd()))
+	unregister(t, r, idE)
+	unregister(t, r, idK)
+	if err := os.Remove(evicted.Name()); err != nil {
+		t.Fatal(err)
+	}
+	r.sweep()
+	if inner.live[idE] {
+		t.Error("the registration of a removed cache file outlived a sweep")
+	}
+	if !inner.live[idK] {
+		t.Error("the registration of a cached file was released by a sweep")
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -142,18 +143,21 @@ func TestSmokeBaselines(t *testing.T) {
 	}
 }
 
+// passthroughOpens reads a row note's "passthrough N/M opens".
+var passthroughOpens = regexp.MustCompile(`passthrough (\d+)/(\d+) opens`)
+
 // TestSmokeStrata runs every workload but the PyTorch ones on strata (its
 // default flags), the reads on strata as a second node of a shared cache
-// tier, the listing on strata --metadata-ttl indefinite and the small
-// files, shards and random reads on strata --passthrough off, at the tiny
-// scale. It is skipped only when the strata binary is missing or has no
+// tier, the listing on strata --metadata-ttl indefinite, the small files,
+// shards and random reads on strata --passthrough off and the small files
+// and shards in the CSI sidecar mode, at the tiny scale. It is skipped only when the strata binary is missing or has no
 // mount command.
 func TestSmokeStrata(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts MinIO and toxiproxy and mounts")
 	}
 	requireStrataMount(t)
-	r, out := smoke(t, "local,strata,"+secondNodeName+","+indefiniteName+","+userspaceName, "0ms")
+	r, out := smoke(t, "local,strata,"+secondNodeName+","+indefiniteName+","+userspaceName+","+sidecarName, "0ms")
 	n := map[string]int{}
 	for _, row := range r.Results.Rows {
 		if row.System == "local" {
@@ -168,14 +172,23 @@ func TestSmokeStrata(t *testing.T) {
 		if row.System == userspaceName && strings.Contains(row.Note, "passthrough ") && !strings.Contains(row.Note, "passthrough 0/") {
 			t.Errorf("%s/%s with --passthrough off: %s", row.Workload, row.Phase, row.Note)
 		}
+		// The sidecar has no CAP_SYS_ADMIN; the plugin registers its
+		// cache files, so every warm open is passthrough there too.
+		if row.System == sidecarName && strings.HasPrefix(row.Phase, "warm") {
+			m := passthroughOpens.FindStringSubmatch(row.Note)
+			if m == nil || m[1] != m[2] || m[1] == "0" {
+				t.Errorf("%s/%s in sidecar mode: %s, want every open passthrough", row.Workload, row.Phase, row.Note)
+			}
+		}
 	}
 	// strata: 3 + 2 + 4 + 3 + 2 phases; the second node the reads
 	// (3 + 2 + 4); --metadata-ttl indefinite the listing's 3, labelled
-	// apart; --passthrough off the reads (3 + 2 + 4), labelled apart.
-	if n["strata"] != 14 || n[secondNodeName] != 9 || n[indefiniteName] != 3 || n[userspaceName] != 9 || len(n) != 4 {
-		t.Errorf("rows %v, want 14, 9, 3 and 9 (one per phase)\n%s", n, out)
+	// apart; --passthrough off the reads (3 + 2 + 4), the sidecar the
+	// small files and shards (3 + 2), each labelled apart.
+	if n["strata"] != 14 || n[secondNodeName] != 9 || n[indefiniteName] != 3 || n[userspaceName] != 9 || n[sidecarName] != 5 || len(n) != 5 {
+		t.Errorf("rows %v, want 14, 9, 3, 9 and 5 (one per phase)\n%s", n, out)
 	}
-	for _, label := range []string{"**strata (--metadata-ttl indefinite)**", "**strata (--passthrough off)**"} {
+	for _, label := range []string{"**strata (--metadata-ttl indefinite)**", "**strata (--passthrough off)**", "**strata (CSI sidecar mode)**"} {
 		if !strings.Contains(out, label) {
 			t.Errorf("no row labelled %s:\n%s", label, out)
 		}

@@ -104,6 +104,7 @@ func allSystems(cfg Config) []System {
 		asyncSystem(cfg),
 		indefiniteSystem(cfg),
 		userspaceSystem(cfg),
+		sidecarSystem(cfg),
 		secondNodeSystem(cfg),
 		mountSystem(&workload.Rclone{Flags: cfg.RcloneFlags}, RolePeer, nil, (&workload.Rclone{}).Version, false),
 		s3fsSystem(),
@@ -155,6 +156,56 @@ func userspaceSystem(cfg Config) System {
 	}, true)
 	s.Name, s.Runs, s.GCS = userspaceName, only("imagefolder", "webdataset", "random"), true
 	return s
+}
+
+// sidecarName is strata served as the CSI driver's sidecar mode serves a
+// pod's volume: the node plugin mounts, a sidecar without CAP_SYS_ADMIN
+// serves, the plugin registers its cache files for passthrough (issue
+// #14's sidecar rows, beside strata's, which is what node mode runs).
+const sidecarName = "strata-sidecar"
+
+func sidecarSystem(cfg Config) System {
+	m := &workload.StrataSidecar{Flags: mountOptions(cfg.StrataFlags)}
+	s := System{Name: sidecarName, Role: RoleSubject, Available: m.Available,
+		Version: func(ctx context.Context) string {
+			return (&workload.Strata{}).Version(ctx) + ", CSI sidecar mode (no CAP_SYS_ADMIN)"
+		},
+		Runs: only("imagefolder", "webdataset"),
+		Open: func(ctx context.Context, e *Env, o OpenOpts) (FS, error) {
+			base := filepath.Join(e.Cfg.WorkDir, "run", o.Tag)
+			if err := os.RemoveAll(base); err != nil {
+				return nil, fmt.Errorf("bench: %w", err)
+			}
+			target, _ := workload.SidecarTarget(base, "data")
+			spec := workload.MountSpec{Scheme: e.scheme(), Bucket: e.Bucket(o.Prefix), Prefix: o.Prefix, Endpoint: o.Latency.Endpoint,
+				Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey,
+				CacheDir: filepath.Join(base, "sidecar-cache", "data"), Mountpoint: target,
+				LogPath: filepath.Join(e.Cfg.WorkDir, "logs", o.Tag+".log"), Writable: o.Writable}
+			f := &mountFS{m: m, spec: spec, base: base, stats: true}
+			if err := f.mount(ctx); err != nil {
+				return nil, err
+			}
+			return f, nil
+		}}
+	return s
+}
+
+// mountOptions turns mount flags ("--name value", "--name=value",
+// "--flag") into a CSI volume's mountOptions ("name=value", "flag").
+func mountOptions(flags []string) []string {
+	var out []string
+	for i := 0; i < len(flags); i++ {
+		name, ok := strings.CutPrefix(flags[i], "--")
+		if !ok {
+			continue
+		}
+		if !strings.Contains(name, "=") && i+1 < len(flags) && !strings.HasPrefix(flags[i+1], "--") {
+			name += "=" + flags[i+1]
+			i++
+		}
+		out = append(out, name)
+	}
+	return out
 }
 
 // s3fsSystem is s3fs, left out of the checkpoint workload.

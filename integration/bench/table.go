@@ -128,6 +128,9 @@ func systemLabel(r Row) string {
 	if r.System == userspaceName {
 		return "**strata (--passthrough off)**"
 	}
+	if r.System == sidecarName {
+		return "**strata (CSI sidecar mode)**"
+	}
 	if r.Role == RoleSubject {
 		return "**" + r.System + "**"
 	}

@@ -73,12 +73,20 @@ type Mount struct {
 	Pid int
 	// Command is the command line that mounted it, for reports.
 	Command string
+	// Unmounter, if set, takes the mount down instead of umount(8) (the
+	// CSI sidecar's NodeUnpublishVolume).
+	Unmounter func(ctx context.Context) error
 }
 
 // Unmount unmounts and waits (up to a minute) for the daemon to exit, so
 // that a following mount on the same cache dir sees everything flushed.
 func (m *Mount) Unmount(ctx context.Context) error {
-	err := Unmount(ctx, m.Root)
+	var err error
+	if m.Unmounter != nil {
+		err = m.Unmounter(ctx)
+	} else {
+		err = Unmount(ctx, m.Root)
+	}
 	deadline := time.Now().Add(60 * time.Second)
 	switch {
 	case m.Proc != nil:
