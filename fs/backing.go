@@ -107,6 +107,7 @@ func mountServer(mountpoint string, root gofs.InodeEmbedder, opts *gofs.Options,
 	calls.backing = reuse // before Serve: no request has been read yet
 	go srv.Serve()
 	if err := srv.WaitMount(); err != nil {
+		reuse.Close() // nothing registered yet: ends its sweeper
 		return nil, nil, err
 	}
 	return srv, reuse, nil

@@ -44,12 +44,11 @@ type reusedBacking struct {
 	now      func() time.Time
 	maxFiles int
 
-	mu       sync.Mutex // guards below; never held across a syscall
-	byKey    map[fileKey]*registration
-	byID     map[int32]*registration
-	idle     *list.List // of *registration with refs == 0, oldest first
-	swept    time.Time  // when the last sweep started
-	sweeping bool
+	mu    sync.Mutex // guards below; never held across a syscall
+	byKey map[fileKey]*registration
+	byID  map[int32]*registration
+	idle  *list.List    // of *registration with refs == 0, oldest first
+	stop  chan struct{} // closed by Close: ends the sweeper
 }
 
 type fileKey struct{ dev, ino uint64 }
@@ -65,13 +64,35 @@ type registration struct {
 }
 
 func newReusedBacking(inner Backing) *reusedBacking {
+	return newReusedBackingEvery(inner, idleBackingSweep)
+}
+
+// newReusedBackingEvery sweeps every interval (tests sweep faster).
+func newReusedBackingEvery(inner Backing, interval time.Duration) *reusedBacking {
 	maxFiles := idleBackingFiles
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_NOFILE, &lim); err == nil && lim.Cur/4 < uint64(maxFiles) {
 		maxFiles = int(lim.Cur / 4)
 	}
-	return &reusedBacking{inner: inner, now: time.Now, maxFiles: maxFiles, byKey: map[fileKey]*registration{},
-		byID: map[int32]*registration{}, idle: list.New()}
+	r := &reusedBacking{inner: inner, now: time.Now, maxFiles: maxFiles, byKey: map[fileKey]*registration{},
+		byID: map[int32]*registration{}, idle: list.New(), stop: make(chan struct{})}
+	go r.sweeper(interval)
+	return r
+}
+
+// sweeper sweeps every interval until Close, so an evicted file's blocks
+// are freed within seconds even when no file is opened meanwhile.
+func (r *reusedBacking) sweeper(interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-r.stop:
+			return
+		case <-t.C:
+			r.sweep()
+		}
+	}
 }
 
 func (r *reusedBacking) Register(fd int) (int32, syscall.Errno) {
@@ -152,20 +173,8 @@ func (r *reusedBacking) Unregister(id int32) syscall.Errno {
 	reg.at = r.now()
 	reg.elem = r.idle.PushBack(reg)
 	expired := r.expireLocked()
-	sweep := !r.sweeping && reg.at.Sub(r.swept) >= idleBackingSweep
-	if sweep {
-		r.sweeping, r.swept = true, reg.at
-	}
 	r.mu.Unlock()
 	_ = r.release(expired...) // aged out: not the caller's registration
-	if sweep {
-		go func() {
-			r.sweep()
-			r.mu.Lock()
-			r.sweeping = false
-			r.mu.Unlock()
-		}()
-	}
 	return 0
 }
 
@@ -247,6 +256,11 @@ func (r *reusedBacking) release(regs ...*registration) syscall.Errno {
 // them with the connection anyway; this returns our descriptors).
 func (r *reusedBacking) Close() {
 	r.mu.Lock()
+	select {
+	case <-r.stop:
+	default:
+		close(r.stop)
+	}
 	var all []*registration
 	for e := r.idle.Front(); e != nil; e = r.idle.Front() {
 		reg := e.Value.(*registration)

@@ -176,10 +176,11 @@ func TestBackingKeepsAnEpochOfSmallFiles(t *testing.T) {
 
 // TestBackingReleasedOnceItsFileIsEvicted: an idle registration holds the
 // file's blocks on disk; once the cache has removed the file, the next
-// sweep releases it, while one of a file still cached stays.
+// sweep releases it without any other call, while one of a file still
+// cached stays.
 func TestBackingReleasedOnceItsFileIsEvicted(t *testing.T) {
 	inner := &countingBacking{live: map[int32]bool{}}
-	r := newReusedBacking(inner)
+	r := newReusedBackingEvery(inner, 10*time.Millisecond)
 	defer r.Close()
 	dir := t.TempDir()
 	evicted := openFile(t, filepath.Join(dir, "evicted"), 4096)
@@ -191,11 +192,18 @@ func TestBackingReleasedOnceItsFileIsEvicted(t *testing.T) {
 	if err := os.Remove(evicted.Name()); err != nil {
 		t.Fatal(err)
 	}
-	r.sweep()
-	if inner.live[idE] {
-		t.Error("the registration of a removed cache file outlived a sweep")
+	live := func(id int32) bool {
+		inner.mu.Lock()
+		defer inner.mu.Unlock()
+		return inner.live[id]
 	}
-	if !inner.live[idK] {
+	for deadline := time.Now().Add(5 * time.Second); live(idE); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the registration of a removed cache file outlived 5 s of sweeps every 10 ms")
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // a few more sweeps
+	if !live(idK) {
 		t.Error("the registration of a cached file was released by a sweep")
 	}
 }
