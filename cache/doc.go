@@ -1,5 +1,5 @@
 // Package cache is Strata's block cache on local disk: one sparse file per
-// object version under <cache-dir>/objects/ab/cd/<id>, named by a hash of
+// object version under <cache-dir>/objects/ab/<id>, named by a hash of
 // (source, key, version) and never by the key, so no key can escape the
 // cache directory. Block i of an object lives at offset i*BlockSize of its
 // file, so a fully cached file can be handed to the kernel as it is (FUSE

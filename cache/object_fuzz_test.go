@@ -159,7 +159,7 @@ func TestFlippedByteDetected(t *testing.T) {
 			cache.NoBackgroundVerify(t)
 
 			id := index.IDFor(k.Source, k.Key, k.Version).String()
-			p := filepath.Join(dir, "objects", id[:2], id[2:4], id)
+			p := filepath.Join(dir, "objects", id[:2], id)
 			b, err := os.ReadFile(p)
 			if err != nil {
 				t.Fatal(err)

@@ -2,12 +2,16 @@ package cache
 
 import (
 	"container/heap"
-	"errors"
 	"os"
+	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratafs/strata/cache/index"
 )
+
+// preloadWorkers load states side by side: each mostly waits for the disk.
+const preloadWorkers = 4
 
 // preload loads, after a clean shutdown, the states of the objects read
 // most recently (up to IdleObjects of them, by last access): the record
@@ -50,26 +54,39 @@ func (s *Store) preload() {
 		}
 	}
 	// Least recent first: each release puts its state at the front of the
-	// idle list, so the most recent end up where eviction reaches last.
-	loaded := 0
+	// idle list, so the most recent end up where eviction reaches last
+	// (roughly: preloadWorkers load side by side, so that one file's
+	// directory block and inode read from disk overlap the others').
+	keys := make(chan ObjectKey)
+	var loadedN atomic.Int64
+	var wg sync.WaitGroup
+	for range preloadWorkers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for k := range keys {
+				o, err := s.acquire(k, true)
+				if err != nil {
+					continue // closed, evicted meanwhile, or unreadable: its open loads it
+				}
+				o.st.openExisting()
+				o.Release()
+				loadedN.Add(1)
+			}
+		}()
+	}
+feed:
 	for recent.Len() > 0 {
+		k := heap.Pop(recent).(preloadItem).key
 		select {
 		case <-s.stop:
-			return
-		default:
+			break feed
+		case keys <- k:
 		}
-		k := heap.Pop(recent).(preloadItem).key
-		o, err := s.acquire(k, true)
-		if errors.Is(err, ErrClosed) {
-			return
-		}
-		if err != nil {
-			continue // evicted meanwhile, or unreadable: its open loads it
-		}
-		o.st.openExisting()
-		o.Release()
-		loaded++
 	}
+	close(keys)
+	wg.Wait()
+	loaded := loadedN.Load()
 	if loaded > 0 {
 		s.log.Info("cache: preloaded recently read objects", "objects", loaded, "took", time.Since(start).Round(time.Millisecond))
 	}

@@ -127,6 +127,11 @@ func Open(dir string, opts Options) (*Store, error) {
 		unlockDir(lock)
 		return nil, err
 	}
+	if err := upgradeLayout(dir, ix, opts.Logger); err != nil {
+		ix.Close()
+		unlockDir(lock)
+		return nil, err
+	}
 	if err := ix.CheckFormat(index.Format{Version: index.FormatVersion, BlockSize: opts.BlockSize}); err != nil {
 		ix.Close()
 		unlockDir(lock)
@@ -256,8 +261,3 @@ func (s *Store) Used() int64 { return s.used.Load() }
 
 // Limit returns the bytes the cache may hold now.
 func (s *Store) Limit() int64 { return s.limits.Limit(s.used.Load()) }
-
-func (s *Store) pathOf(id index.ID) string {
-	h := id.String()
-	return filepath.Join(s.dir, "objects", h[:2], h[2:4], h)
-}

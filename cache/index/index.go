@@ -51,8 +51,10 @@ type Format struct {
 	BlockSize int64 `json:"block_size"`
 }
 
-// FormatVersion is the current on-disk format.
-const FormatVersion = 1
+// FormatVersion is the current on-disk format: 2 keeps cache files under
+// objects/ab/<id> (1 kept them under objects/ab/cd/<id>; cache.Open moves
+// them).
+const FormatVersion = 2
 
 // ErrFormat: the directory holds a cache this build cannot use as asked.
 var ErrFormat = errors.New("index: incompatible cache format")
@@ -228,3 +230,12 @@ func (b badgerLogger) Errorf(f string, a ...any)   { b.l.Error("index: " + fmt.S
 func (b badgerLogger) Warningf(f string, a ...any) { b.l.Warn("index: " + fmt.Sprintf(f, a...)) }
 func (b badgerLogger) Infof(f string, a ...any)    { b.l.Debug("index: " + fmt.Sprintf(f, a...)) }
 func (b badgerLogger) Debugf(f string, a ...any)   {}
+
+// WriteFormat records f as the cache's format (after an upgrade).
+func (ix *Index) WriteFormat(f Format) error {
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	return ix.db.Update(func(txn *badger.Txn) error { return txn.Set([]byte("!format"), b) })
+}
