@@ -171,22 +171,12 @@ func sidecarSystem(cfg Config) System {
 			return (&workload.Strata{}).Version(ctx) + ", CSI sidecar mode (no CAP_SYS_ADMIN)"
 		},
 		Runs: only("imagefolder", "webdataset"),
-		Open: func(ctx context.Context, e *Env, o OpenOpts) (FS, error) {
-			base := filepath.Join(e.Cfg.WorkDir, "run", o.Tag)
-			if err := os.RemoveAll(base); err != nil {
-				return nil, fmt.Errorf("bench: %w", err)
-			}
+		// Where kubelet would put the pod's volume, and the sidecar's
+		// cache of it under its cache root.
+		Open: mountOpener(m, true, func(base string) (mountpoint, cacheDir string) {
 			target, _ := workload.SidecarTarget(base, "data")
-			spec := workload.MountSpec{Scheme: e.scheme(), Bucket: e.Bucket(o.Prefix), Prefix: o.Prefix, Endpoint: o.Latency.Endpoint,
-				Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey,
-				CacheDir: filepath.Join(base, "sidecar-cache", "data"), Mountpoint: target,
-				LogPath: filepath.Join(e.Cfg.WorkDir, "logs", o.Tag+".log"), Writable: o.Writable}
-			f := &mountFS{m: m, spec: spec, base: base, stats: true}
-			if err := f.mount(ctx); err != nil {
-				return nil, err
-			}
-			return f, nil
-		}}
+			return target, filepath.Join(base, "sidecar-cache", "data")
+		})}
 	return s
 }
 
@@ -243,21 +233,30 @@ func mountSystem(m workload.Mounter, role Role, avail func(context.Context) erro
 		avail = m.Available
 	}
 	return System{Name: m.Name(), Role: role, Available: avail, Version: version,
-		Open: func(ctx context.Context, e *Env, o OpenOpts) (FS, error) {
-			base := filepath.Join(e.Cfg.WorkDir, "run", o.Tag)
-			if err := os.RemoveAll(base); err != nil {
-				return nil, fmt.Errorf("bench: %w", err)
-			}
-			spec := workload.MountSpec{Scheme: e.scheme(), Bucket: e.Bucket(o.Prefix), Prefix: o.Prefix, Endpoint: o.Latency.Endpoint,
-				Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey,
-				CacheDir: filepath.Join(base, "cache"), Mountpoint: filepath.Join(base, "mnt"),
-				LogPath: filepath.Join(e.Cfg.WorkDir, "logs", o.Tag+".log"), Writable: o.Writable}
-			f := &mountFS{m: m, spec: spec, base: base, stats: stats}
-			if err := f.mount(ctx); err != nil {
-				return nil, err
-			}
-			return f, nil
-		}}
+		Open: mountOpener(m, stats, func(base string) (string, string) {
+			return filepath.Join(base, "mnt"), filepath.Join(base, "cache")
+		})}
+}
+
+// mountOpener opens a workload's part on m, in a fresh run directory
+// (base) where layout puts the mount point and the cache.
+func mountOpener(m workload.Mounter, stats bool, layout func(base string) (mountpoint, cacheDir string)) func(context.Context, *Env, OpenOpts) (FS, error) {
+	return func(ctx context.Context, e *Env, o OpenOpts) (FS, error) {
+		base := filepath.Join(e.Cfg.WorkDir, "run", o.Tag)
+		if err := os.RemoveAll(base); err != nil {
+			return nil, fmt.Errorf("bench: %w", err)
+		}
+		mnt, cacheDir := layout(base)
+		spec := workload.MountSpec{Scheme: e.scheme(), Bucket: e.Bucket(o.Prefix), Prefix: o.Prefix, Endpoint: o.Latency.Endpoint,
+			Region: e.MinIO.Region, AccessKey: e.MinIO.AccessKey, SecretKey: e.MinIO.SecretKey,
+			CacheDir: cacheDir, Mountpoint: mnt,
+			LogPath: filepath.Join(e.Cfg.WorkDir, "logs", o.Tag+".log"), Writable: o.Writable}
+		f := &mountFS{m: m, spec: spec, base: base, stats: stats}
+		if err := f.mount(ctx); err != nil {
+			return nil, err
+		}
+		return f, nil
+	}
 }
 
 // localFS is a directory on local disk.

@@ -331,3 +331,11 @@ func TestOneLatencyTargets(t *testing.T) {
 		t.Errorf("checkpoint targets evaluated at %v, want 20ms only", at)
 	}
 }
+
+// TestMountOptions: -strata-flags reach a CSI volume as its mountOptions.
+func TestMountOptions(t *testing.T) {
+	got := strings.Join(mountOptions([]string{"--passthrough", "off", "--read-ahead-kb=4096", "--allow-other", "--metadata-ttl", "indefinite"}), ",")
+	if want := "passthrough=off,read-ahead-kb=4096,allow-other,metadata-ttl=indefinite"; got != want {
+		t.Errorf("mountOptions: %s, want %s", got, want)
+	}
+}
