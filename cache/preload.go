@@ -2,6 +2,7 @@ package cache
 
 import (
 	"container/heap"
+	"context"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -23,6 +24,11 @@ const preloadWorkers = 4
 // state themselves; preload skips what is already loaded.
 func (s *Store) preload() {
 	defer s.wg.Done()
+	var done []ObjectKey
+	defer func() {
+		s.preloaded = done
+		close(s.preloadDone)
+	}()
 	start := time.Now()
 	recent := &byAccess{}
 	var after *index.ID
@@ -59,6 +65,7 @@ func (s *Store) preload() {
 	// directory block and inode read from disk overlap the others').
 	keys := make(chan ObjectKey)
 	var loadedN atomic.Int64
+	var doneMu sync.Mutex
 	var wg sync.WaitGroup
 	for range preloadWorkers {
 		wg.Add(1)
@@ -72,6 +79,9 @@ func (s *Store) preload() {
 				o.st.openExisting()
 				o.Release()
 				loadedN.Add(1)
+				doneMu.Lock()
+				done = append(done, k)
+				doneMu.Unlock()
 			}
 		}()
 	}
@@ -89,6 +99,38 @@ feed:
 	loaded := loadedN.Load()
 	if loaded > 0 {
 		s.log.Info("cache: preloaded recently read objects", "objects", loaded, "took", time.Since(start).Round(time.Millisecond))
+	}
+}
+
+// EachPreloaded calls fn with each object the preload loaded, once it is
+// done (at once when the store has no preload: after a crash, for the
+// offline tools), and returns when all are seen, ctx is done or the store
+// closes. Each
+// object is released when fn returns. The mount uses it to register the
+// cache files of a restarted mount's recent objects for passthrough
+// before their first open.
+func (s *Store) EachPreloaded(ctx context.Context, fn func(*Object)) {
+	select {
+	case <-s.preloadDone:
+	case <-s.stop:
+		return
+	case <-ctx.Done():
+		return
+	}
+	for _, k := range s.preloaded {
+		select {
+		case <-s.stop:
+			return
+		case <-ctx.Done():
+			return
+		default:
+		}
+		o, err := s.acquire(k, true)
+		if err != nil {
+			continue // evicted meanwhile, or the store is closing
+		}
+		fn(o)
+		o.Release()
 	}
 }
 

@@ -1,6 +1,7 @@
 package cache
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -67,11 +68,19 @@ func TestPreloadAfterACleanShutdown(t *testing.T) {
 		}
 	}
 
+	each := func(s *Store) map[string]bool {
+		seen := map[string]bool{}
+		s.EachPreloaded(context.Background(), func(o *Object) { seen[o.st.rec.Key] = o.Complete() })
+		return seen
+	}
 	o.Preload = true
 	s = openStore(t, dir, o)
 	got := waitLoaded(s, 2)
 	if len(got) != 2 || !got["k1"] || !got["k2"] {
 		t.Errorf("preloaded after a clean shutdown: %v; want k1 and k2 (the two most recent), files open", got)
+	}
+	if seen := each(s); len(seen) != 2 || !seen["k1"] || !seen["k2"] {
+		t.Errorf("EachPreloaded: %v, want k1 and k2, complete", seen)
 	}
 	s.Close()
 
@@ -90,6 +99,9 @@ func TestPreloadAfterACleanShutdown(t *testing.T) {
 	time.Sleep(50 * time.Millisecond)
 	if got := loaded(s); len(got) != 0 {
 		t.Errorf("after a crash: %v preloaded (nothing is trusted)", got)
+	}
+	if seen := each(s); len(seen) != 0 {
+		t.Errorf("EachPreloaded after a crash: %v, want none", seen)
 	}
 	s.Close()
 }

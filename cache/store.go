@@ -92,6 +92,11 @@ type Store struct {
 	// startup were verified before it (trust.go). Set before use.
 	trusted     bool
 	verifiedAll atomic.Bool // every block present is verified: a clean shutdown may say so
+
+	// preloaded: the keys the preload loaded, set before preloadDone is
+	// closed (at once when there is no preload).
+	preloaded   []ObjectKey
+	preloadDone chan struct{}
 }
 
 // Open opens or creates the cache in dir and takes ownership of it.
@@ -145,6 +150,8 @@ func Open(dir string, opts Options) (*Store, error) {
 		states:  make(map[index.ID]*objectState),
 		touched: make(map[index.ID]index.ObjectRecord),
 		idle:    list.New(),
+
+		preloadDone: make(chan struct{}),
 	}
 	if err := s.scanUsage(); err != nil {
 		s.Close()
@@ -165,6 +172,8 @@ func Open(dir string, opts Options) (*Store, error) {
 	if trusted && opts.Preload {
 		s.wg.Add(1)
 		go s.preload()
+	} else {
+		close(s.preloadDone)
 	}
 	s.wg.Add(2)
 	go s.evictLoop()

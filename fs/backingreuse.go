@@ -252,6 +252,25 @@ func (r *reusedBacking) release(regs ...*registration) syscall.Errno {
 	return first
 }
 
+// keep registers fd's file as an open would, and leaves the registration
+// idle, kept as after a last release: the file's first open then finds
+// it. It reports whether it is kept.
+func (r *reusedBacking) keep(fd int) bool {
+	select {
+	case <-r.stop:
+		return false // closed: nothing may be left behind
+	default:
+	}
+	id, errno := r.Register(fd)
+	if errno != 0 {
+		return false
+	}
+	r.mu.Lock()
+	kept := r.byID[id] != nil
+	r.mu.Unlock()
+	return r.Unregister(id) == 0 && kept
+}
+
 // Close releases every idle registration (at unmount the kernel drops
 // them with the connection anyway; this returns our descriptors).
 func (r *reusedBacking) Close() {

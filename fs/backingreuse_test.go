@@ -11,6 +11,8 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/uring"
 	"github.com/stratafs/strata/internal/testserver"
 )
 
@@ -205,5 +207,66 @@ func TestBackingReleasedOnceItsFileIsEvicted(t *testing.T) {
 	time.Sleep(50 * time.Millisecond) // a few more sweeps
 	if !live(idK) {
 		t.Error("the registration of a cached file was released by a sweep")
+	}
+}
+
+// TestKeepRegisteredBeforeTheFirstOpen: a restarted mount registers its
+// recent small cache files ahead of their first open, and that open
+// finds the registration instead of making one; a file that would not
+// be kept after a release (over 8 MiB), or a mount without passthrough,
+// registers nothing.
+func TestKeepRegisteredBeforeTheFirstOpen(t *testing.T) {
+	eng, err := uring.New(uring.KindPread, uring.DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	so := cache.DefaultOptions()
+	so.Engine, so.MaxBytes, so.MinFree = eng, 1<<30, 0
+	store, err := cache.Open(t.TempDir(), so)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	object := func(key string, size int) *cache.Object {
+		o, err := store.Acquire(cache.ObjectKey{Source: "s3://b", Key: key, Version: "v", Size: int64(size)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(o.Release)
+		data := make([]byte, size)
+		for i := range o.NumBlocks() {
+			if err := o.WriteBlock(i, data[i*o.BlockSize():i*o.BlockSize()+o.BlockLen(i)]); err != nil {
+				t.Fatal(err)
+			}
+		}
+		return o
+	}
+	small, big := object("small", 128<<10), object("big", idleBackingSize+1)
+	inner := &countingBacking{live: map[int32]bool{}}
+	m := &Mounted{Passthrough: true, backing: newReusedBacking(inner)}
+	defer m.Close()
+
+	if !m.KeepRegistered(small) || inner.regs != 1 || inner.unreg != 0 {
+		t.Fatalf("small file: %d registrations, %d releases; want it registered and kept", inner.regs, inner.unreg)
+	}
+	fd, err := small.Fd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := os.Open(fmt.Sprintf("/proc/self/fd/%d", fd)) // another descriptor, as an open has
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer again.Close()
+	if _, errno := m.backing.Register(int(again.Fd())); errno != 0 || inner.regs != 1 {
+		t.Fatalf("first open after it: %v, %d registrations (want the kept one)", errno, inner.regs)
+	}
+	if m.KeepRegistered(big) || inner.regs != 1 {
+		t.Errorf("a file over %d bytes was kept registered", idleBackingSize)
+	}
+	off := &Mounted{Passthrough: false, backing: newReusedBacking(inner)}
+	defer off.Close()
+	if off.KeepRegistered(small) || inner.regs != 1 {
+		t.Error("a mount without passthrough registered a file")
 	}
 }

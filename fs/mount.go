@@ -11,6 +11,8 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
 	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/cache"
 )
 
 // MountOptions are the kernel-facing settings of a mount.
@@ -48,6 +50,24 @@ type Mounted struct {
 // Close returns what the mount kept for reuse (backing registrations'
 // descriptors); call it once the server has stopped.
 func (m *Mounted) Close() { m.backing.Close() }
+
+// KeepRegistered registers a fully cached small file's cache file with
+// the kernel before its first open and keeps the registration, as the
+// last release of an open does: a restarted mount's first epoch then
+// opens its recent files as a warm epoch does, without a registration
+// each (for a CSI sidecar, a round trip to the node plugin each). Files
+// that would not be kept after a release (not verified, over 8 MiB) are
+// left alone. It reports whether the file is kept registered.
+func (m *Mounted) KeepRegistered(o *cache.Object) bool {
+	if !m.Passthrough || o.Size() == 0 || o.Size() > idleBackingSize || !o.Verified() {
+		return false
+	}
+	fd, err := o.Fd()
+	if err != nil {
+		return false
+	}
+	return m.backing.keep(fd)
+}
 
 // Mount mounts fsys at mountpoint ("/dev/fd/N" serves an already-open
 // /dev/fuse descriptor, as in the Kubernetes sidecar mode) and returns

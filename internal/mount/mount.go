@@ -40,7 +40,6 @@ type Mount struct {
 	shared  *sharedState // shared.go
 	ops     *opsState    // ops.go
 	stopBg  func()       // background.go
-	bgDone  chan struct{}
 }
 
 // checkBackend proves the bucket exists and the credentials work. An
@@ -103,10 +102,10 @@ func unmountNow(s *Mount) {
 
 // Close releases everything Start or Open opened, in reverse order.
 func (s *Mount) Close() {
+	stopBackground(s) // first: it registers backing files on the mount
 	if s.mounted != nil {
 		s.mounted.Close()
 	}
-	stopBackground(s)
 	if s.ops != nil {
 		stopOps(s)
 	}
