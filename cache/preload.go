@@ -5,7 +5,6 @@ import (
 	"context"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/stratafs/strata/cache/index"
@@ -64,8 +63,7 @@ func (s *Store) preload() {
 	// (roughly: preloadWorkers load side by side, so that one file's
 	// directory block and inode read from disk overlap the others').
 	keys := make(chan ObjectKey)
-	var loadedN atomic.Int64
-	var doneMu sync.Mutex
+	var doneMu sync.Mutex // guards done
 	var wg sync.WaitGroup
 	for range preloadWorkers {
 		wg.Add(1)
@@ -78,7 +76,6 @@ func (s *Store) preload() {
 				}
 				o.st.openExisting()
 				o.Release()
-				loadedN.Add(1)
 				doneMu.Lock()
 				done = append(done, k)
 				doneMu.Unlock()
@@ -96,19 +93,17 @@ feed:
 	}
 	close(keys)
 	wg.Wait()
-	loaded := loadedN.Load()
-	if loaded > 0 {
-		s.log.Info("cache: preloaded recently read objects", "objects", loaded, "took", time.Since(start).Round(time.Millisecond))
+	if len(done) > 0 {
+		s.log.Info("cache: preloaded recently read objects", "objects", len(done), "took", time.Since(start).Round(time.Millisecond))
 	}
 }
 
 // EachPreloaded calls fn with each object the preload loaded, once it is
 // done (at once when the store has no preload: after a crash, for the
 // offline tools), and returns when all are seen, ctx is done or the store
-// closes. Each
-// object is released when fn returns. The mount uses it to register the
-// cache files of a restarted mount's recent objects for passthrough
-// before their first open.
+// closes. Each object is released when fn returns. The mount uses it to
+// register the cache files of a restarted mount's recent objects for
+// passthrough before their first open.
 func (s *Store) EachPreloaded(ctx context.Context, fn func(*Object)) {
 	select {
 	case <-s.preloadDone:

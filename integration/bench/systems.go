@@ -120,11 +120,17 @@ func allSystems(cfg Config) []System {
 const asyncName = "strata-async"
 
 func asyncSystem(cfg Config) System {
-	m := &workload.Strata{Flags: append(append([]string{}, cfg.StrataFlags...), "--upload", "async")}
+	return flaggedSystem(cfg, asyncName, only("checkpoint"), false, "--upload", "async")
+}
+
+// flaggedSystem is strata with flags added to -strata-flags, named apart
+// and run on the workloads runs allows; its version line names the flags.
+func flaggedSystem(cfg Config, name string, runs func(string) bool, gcs bool, flags ...string) System {
+	m := &workload.Strata{Flags: append(append([]string{}, cfg.StrataFlags...), flags...)}
 	s := mountSystem(m, RoleSubject, m.Available, func(ctx context.Context) string {
-		return m.Version(ctx) + ", --upload async"
+		return m.Version(ctx) + ", " + strings.Join(flags, " ")
 	}, true)
-	s.Name, s.Runs = asyncName, only("checkpoint")
+	s.Name, s.Runs, s.GCS = name, runs, gcs
 	return s
 }
 
@@ -135,12 +141,7 @@ func asyncSystem(cfg Config) System {
 const indefiniteName = "strata-indefinite"
 
 func indefiniteSystem(cfg Config) System {
-	m := &workload.Strata{Flags: append(append([]string{}, cfg.StrataFlags...), "--metadata-ttl", "indefinite")}
-	s := mountSystem(m, RoleSubject, m.Available, func(ctx context.Context) string {
-		return m.Version(ctx) + ", --metadata-ttl indefinite"
-	}, true)
-	s.Name, s.Runs, s.GCS = indefiniteName, only("listing"), true
-	return s
+	return flaggedSystem(cfg, indefiniteName, only("listing"), true, "--metadata-ttl", "indefinite")
 }
 
 // userspaceName is strata with --passthrough off: every read of a cached
@@ -150,12 +151,7 @@ func indefiniteSystem(cfg Config) System {
 const userspaceName = "strata-userspace"
 
 func userspaceSystem(cfg Config) System {
-	m := &workload.Strata{Flags: append(append([]string{}, cfg.StrataFlags...), "--passthrough", "off")}
-	s := mountSystem(m, RoleSubject, m.Available, func(ctx context.Context) string {
-		return m.Version(ctx) + ", --passthrough off"
-	}, true)
-	s.Name, s.Runs, s.GCS = userspaceName, only("imagefolder", "webdataset", "random"), true
-	return s
+	return flaggedSystem(cfg, userspaceName, only("imagefolder", "webdataset", "random"), true, "--passthrough", "off")
 }
 
 // sidecarName is strata served as the CSI driver's sidecar mode serves a
@@ -174,8 +170,7 @@ func sidecarSystem(cfg Config) System {
 		// Where kubelet would put the pod's volume, and the sidecar's
 		// cache of it under its cache root.
 		Open: mountOpener(m, true, func(base string) (mountpoint, cacheDir string) {
-			target, _ := workload.SidecarTarget(base, "data")
-			return target, filepath.Join(base, "sidecar-cache", "data")
+			return workload.SidecarTarget(base, "data"), filepath.Join(base, "sidecar-cache", "data")
 		})}
 	return s
 }

@@ -56,11 +56,9 @@ func (s *StrataSidecar) Available(ctx context.Context) error {
 }
 
 // SidecarTarget returns the target path kubelet would give a pod's CSI
-// volume under base, and the pod's hand-off emptyDir beside it.
-func SidecarTarget(base, volume string) (target, handoff string) {
-	pod := filepath.Join(base, "kubelet", "pods", "5e7b0000-bench")
-	return filepath.Join(pod, "volumes", "kubernetes.io~csi", volume, "mount"),
-		filepath.Join(pod, "volumes", "kubernetes.io~empty-dir", "strata-handoff")
+// volume under base (Mount puts the pod's hand-off emptyDir beside it).
+func SidecarTarget(base, volume string) string {
+	return filepath.Join(base, "kubelet", "pods", "5e7b0000-bench", "volumes", "kubernetes.io~csi", volume, "mount")
 }
 
 // Mount starts the plugin, publishes the volume and starts the sidecar.
