@@ -143,8 +143,9 @@ func TestSmokeBaselines(t *testing.T) {
 	}
 }
 
-// passthroughOpens reads a row note's "passthrough N/M opens".
-var passthroughOpens = regexp.MustCompile(`passthrough (\d+)/(\d+) opens`)
+// passthroughOpens reads a row note's "passthrough N/M opens, R READs
+// answered".
+var passthroughOpens = regexp.MustCompile(`passthrough (\d+)/(\d+) opens, (\d+) READs answered`)
 
 // TestSmokeStrata runs every workload but the PyTorch ones on strata (its
 // default flags), the reads on strata as a second node of a shared cache
@@ -174,10 +175,17 @@ func TestSmokeStrata(t *testing.T) {
 		}
 		// The sidecar has no CAP_SYS_ADMIN; the plugin registers its
 		// cache files, so every warm open is passthrough there too.
+		// The daemon's READ count proves it: none where every open is
+		// passthrough, some with passthrough off.
 		if row.System == sidecarName && strings.HasPrefix(row.Phase, "warm") {
 			m := passthroughOpens.FindStringSubmatch(row.Note)
-			if m == nil || m[1] != m[2] || m[1] == "0" {
-				t.Errorf("%s/%s in sidecar mode: %s, want every open passthrough", row.Workload, row.Phase, row.Note)
+			if m == nil || m[1] != m[2] || m[1] == "0" || m[3] != "0" {
+				t.Errorf("%s/%s in sidecar mode: %s, want every open passthrough and no READ answered", row.Workload, row.Phase, row.Note)
+			}
+		}
+		if row.System == userspaceName && row.Workload != "random" && strings.HasPrefix(row.Phase, "warm") {
+			if m := passthroughOpens.FindStringSubmatch(row.Note); m == nil || m[3] == "0" {
+				t.Errorf("%s/%s with --passthrough off: %s, want the READs the daemon answered", row.Workload, row.Phase, row.Note)
 			}
 		}
 	}

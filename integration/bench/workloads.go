@@ -283,7 +283,7 @@ func cacheNote(d workload.CacheStats, read int64) string {
 	}
 	parts = append(parts, "fetched "+workload.FormatSize(s.FetchedBytes))
 	if s.Opens > 0 {
-		parts = append(parts, fmt.Sprintf("passthrough %d/%d opens", s.PassthroughOpens, s.Opens))
+		parts = append(parts, fmt.Sprintf("passthrough %d/%d opens, %d READs answered", s.PassthroughOpens, s.Opens, s.Reads))
 	}
 	return strings.Join(parts, ", ")
 }

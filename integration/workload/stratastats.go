@@ -30,6 +30,9 @@ type CacheStats struct {
 		// in the run are prefetch hits, neither hits nor misses.
 		Opens            int64 `json:"opens"`
 		PassthroughOpens int64 `json:"passthrough_opens"`
+		// Reads are the FUSE READ requests the daemon answered (none for
+		// files the kernel reads by passthrough).
+		Reads            int64 `json:"reads"`
 		PrefetchHitBytes int64 `json:"prefetch_hit_bytes"`
 	} `json:"session"`
 }
@@ -66,6 +69,7 @@ func (c CacheStats) Sub(earlier CacheStats) CacheStats {
 	d.Session.MissOps -= earlier.Session.MissOps
 	d.Session.Opens -= earlier.Session.Opens
 	d.Session.PassthroughOpens -= earlier.Session.PassthroughOpens
+	d.Session.Reads -= earlier.Session.Reads
 	return d
 }
 
@@ -82,6 +86,7 @@ func (c CacheStats) Add(other CacheStats) CacheStats {
 	d.Session.MissOps += other.Session.MissOps
 	d.Session.Opens += other.Session.Opens
 	d.Session.PassthroughOpens += other.Session.PassthroughOpens
+	d.Session.Reads += other.Session.Reads
 	return d
 }
 
