@@ -8,6 +8,10 @@
 // a prefix is a directory, keys that are not valid names are skipped with
 // one warning each.
 //
+// After a restart a directory's listing comes from the index the first
+// time it is needed; callers arriving while that read runs wait for it
+// (dirState.diskRead) instead of asking the backend.
+//
 // A listing is loaded page by page; readers stream entries as pages
 // arrive, and concurrent readers of one directory share one load. When a
 // listing expires it is reloaded; if the backend cannot be reached the

@@ -22,6 +22,10 @@ type dirState struct {
 	cur       *listing   // last complete listing (possibly stale), or nil
 	loading   *listing   // listing being fetched, or nil
 	triedDisk bool       // the index was consulted for cur
+	// diskRead is closed when the caller that consults the index for cur
+	// is done; callers arriving meanwhile wait for it rather than find
+	// nothing and ask the backend.
+	diskRead chan struct{}
 
 	lruElem any // *list.Element in Cache.lru; guarded by Cache.mu
 
@@ -119,13 +123,29 @@ func (c *Cache) dir(dir string) *dirState {
 // header (and, if small, its entries) from the index the first time.
 func (ds *dirState) current(c *Cache) *listing {
 	ds.mu.Lock()
+	if ds.cur == nil && ds.diskRead != nil {
+		// Another caller is reading the index right now (the first
+		// lookups after a restart come many at a time).
+		wait := ds.diskRead
+		ds.mu.Unlock()
+		<-wait
+		ds.mu.Lock()
+	}
 	if ds.cur != nil || ds.triedDisk {
 		cur := ds.cur
 		ds.mu.Unlock()
 		return cur
 	}
 	ds.triedDisk = true
+	read := make(chan struct{})
+	ds.diskRead = read
 	ds.mu.Unlock()
+	defer func() {
+		ds.mu.Lock()
+		ds.diskRead = nil
+		ds.mu.Unlock()
+		close(read)
+	}()
 
 	hdr, ok, err := c.ix.GetDir(c.tag, ds.dir)
 	if err != nil || !ok || !hdr.Complete {

@@ -339,3 +339,45 @@ func TestLookupsFailFastWhileTheBackendIsDown(t *testing.T) {
 		t.Fatalf("second lookup after the backend came back: %v", err)
 	}
 }
+
+// After a restart, lookups racing in one directory all wait for its
+// listing to come from the index: none of them asks the backend because
+// another caller was still reading the index (seen in the bench: a lookup
+// or two per restarted mount went to the bucket).
+func TestRestartedLookupsRacingInADirectoryStayLocal(t *testing.T) {
+	dir := t.TempDir()
+	var keys []string
+	for i := 0; i < 64; i++ {
+		keys = append(keys, fmt.Sprintf("d/f%02d", i))
+	}
+	be := newFake(1000, keys...)
+	ix := openIndex(t, dir)
+	defer ix.Close()
+	c := newCache(t, be, ix, time.Hour, &testClock{})
+	readAll(t, c, "d/")
+	c.Close()
+
+	for round := 0; round < 200; round++ {
+		c := newCache(t, be, ix, time.Hour, &testClock{})
+		calls := be.lists.Load() + be.stats.Load()
+		start := make(chan struct{})
+		errs := make(chan error, 8)
+		for g := 0; g < 8; g++ {
+			go func(g int) {
+				<-start
+				_, err := c.Lookup(context.Background(), "d/", fmt.Sprintf("f%02d", g*8+round%8))
+				errs <- err
+			}(g)
+		}
+		close(start)
+		for g := 0; g < 8; g++ {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		c.Close()
+		if n := be.lists.Load() + be.stats.Load() - calls; n != 0 {
+			t.Fatalf("round %d: lookups racing after a restart made %d backend calls", round, n)
+		}
+	}
+}
