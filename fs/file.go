@@ -118,6 +118,11 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	n.mu.Lock()
 	if h := n.openLiveLocked(flags&writeFlags != 0); h != nil {
 		n.mu.Unlock()
+		if flags&syscall.O_TRUNC != 0 {
+			if errno := n.truncateAtOpen(ctx, h.fileHandle); errno != 0 {
+				return nil, 0, errno
+			}
+		}
 		if !h.writable {
 			return h, fuse.FOPEN_NOFLUSH, 0
 		}
@@ -125,7 +130,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	}
 	if flags&writeFlags != 0 {
 		n.mu.Unlock()
-		return n.openWrite(ctx)
+		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0)
 	}
 	if n.sess == nil && n.entry.Local { // written here: its upload may be complete
 		n.mu.Unlock()

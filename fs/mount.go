@@ -92,6 +92,11 @@ func Mount(mountpoint string, fsys *FS, mo MountOptions) (*Mounted, error) {
 			DisableSplice:       true, // we return bytes, not fds: splice would only add a pipe copy
 			DirectMount:         !fdMount && os.Geteuid() == 0,
 			Debug:               mo.Debug,
+			// open(O_TRUNC) arrives as one OPEN carrying O_TRUNC instead
+			// of an OPEN and a SETATTR after it: a truncating rewrite is
+			// known when its handle is chosen, so it can be written by
+			// passthrough like a new file (Open, openRewrite).
+			ExtraCapabilities: fuse.CAP_ATOMIC_O_TRUNC,
 		},
 	}
 	// The kernel checks every access against the owner and modes the

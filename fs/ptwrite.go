@@ -44,9 +44,12 @@ import (
 //   - Attributes come from the staging file (fstat), since the kernel
 //     asks the daemon for them after each write.
 //
-// Files that already exist (an open, then a truncating SETATTR), sync
-// mode, a mount without passthrough, and a cache disk with less than
-// ptWriteMinFree free take the userspace path (write.go), as before.
+// A truncating rewrite of a file nobody has open (open(O_TRUNC), which
+// the kernel sends as one OPEN: the mount asks for atomic O_TRUNC) gets a
+// new, empty session written the same way (openRewrite). Rewrites in
+// place (no O_TRUNC), opens of a file already open, sync mode, a mount
+// without passthrough, and a cache disk with less than ptWriteMinFree
+// free take the userspace path (write.go).
 
 const (
 	ptWriteMinFree  = 1 << 30   // free space on the cache disk for a new file to be written by passthrough

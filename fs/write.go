@@ -26,10 +26,15 @@ var (
 
 // openWrite opens the file for writing: every write lands in a staging
 // file on the cache disk, uploaded whole when the file is closed.
-func (n *fileNode) openWrite(ctx context.Context) (gofs.FileHandle, uint32, syscall.Errno) {
+func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, uint32, syscall.Errno) {
 	f := n.fsys
 	if f.wb == nil {
 		return nil, 0, syscall.EROFS
+	}
+	if trunc {
+		if h := n.openRewrite(); h != nil {
+			return h, 0, 0
+		}
 	}
 	n.mu.Lock()
 	busy := n.ptOpen > 0
@@ -40,17 +45,83 @@ func (n *fileNode) openWrite(ctx context.Context) (gofs.FileHandle, uint32, sysc
 		f.log.Warn("fs: open for write refused: the file is open for reading through passthrough", "key", n.key.get())
 		return nil, 0, syscall.EBUSY
 	}
-	// The session starts at the first write or truncation, not here: the
-	// kernel turns open(O_TRUNC) into this open without O_TRUNC and a
-	// SETATTR of size 0 after it (go-fuse does not ask for atomic
-	// O_TRUNC), so staging the current content here would copy, or even
-	// download, a whole checkpoint only to truncate it.
+	// The session starts at the first write or truncation, not here:
+	// staging the current content would copy, or even download, a whole
+	// checkpoint that the next request may truncate.
 	n.mu.Lock()
 	n.writers++
 	n.usOpen++
 	n.mu.Unlock()
 	f.stats.UserspaceOpens.Add(1)
-	return &fileHandle{n: n, writable: true}, 0, 0
+	h := &fileHandle{n: n, writable: true}
+	if trunc {
+		if errno := n.truncateAtOpen(ctx, h); errno != 0 {
+			return nil, 0, errno
+		}
+	}
+	return h, 0, 0
+}
+
+// truncateAtOpen truncates the file for an open(O_TRUNC) that got handle
+// h, as the SETATTR the kernel sends without atomic O_TRUNC would: not new
+// data of the opener (dd opens with O_TRUNC and closes that descriptor at
+// once). If it fails the open fails, and h is released as the kernel
+// releases a file whose open failed.
+func (n *fileNode) truncateAtOpen(ctx context.Context, h *fileHandle) syscall.Errno {
+	if err := n.truncate(ctx, 0, noOwner); err != nil {
+		n.release(h)
+		return toErrno(err)
+	}
+	return 0
+}
+
+// openRewrite opens for a truncating rewrite a file nobody has open, with
+// a new, empty session written by passthrough as a created file is
+// (ptwrite.go); nil when passthrough writes are off or the file is in use
+// (the userspace path then truncates it).
+func (n *fileNode) openRewrite() gofs.FileHandle {
+	f := n.fsys
+	idle := func() bool { return n.live == nil && n.sess == nil && n.writers == 0 && n.ptOpen == 0 && n.usOpen == 0 }
+	n.mu.Lock()
+	ok := idle()
+	n.mu.Unlock()
+	if !ok || !f.passthroughWrites() {
+		return nil
+	}
+	key := n.key.get()
+	st, err := f.wb.NewStaging(key)
+	if err != nil {
+		return nil // the userspace path reports it
+	}
+	pending := f.wb.Pending(key)
+	n.sessMu.Lock()
+	n.mu.Lock()
+	if !idle() {
+		n.mu.Unlock()
+		n.sessMu.Unlock()
+		st.Discard()
+		return nil
+	}
+	n.sess, n.pre, n.writeErr = st, n.entry, nil
+	n.entry.Size, n.entry.MTime, n.dirty, n.entry.Local = 0, time.Now().UnixNano(), true, true
+	if pending {
+		n.base = "" // our own upload comes first: follow it unconditionally
+	}
+	var h gofs.FileHandle
+	if lh := f.startLive(n, st); lh != nil {
+		h = lh
+		f.stats.PassthroughOpens.Add(1)
+	} else {
+		n.usOpen++
+		h = &fileHandle{n: n, writable: true}
+		f.stats.UserspaceOpens.Add(1)
+	}
+	n.writers = 1
+	e := n.entry
+	n.mu.Unlock()
+	n.sessMu.Unlock()
+	f.trackLocal(n, key, e)
+	return h
 }
 
 // startSession makes sure the node has a write session, truncated when
@@ -529,9 +600,8 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 		if f.wb == nil {
 			return syscall.EROFS
 		}
-		// ftruncate(fd) is new data of the caller; a truncation without a
-		// handle is not: open(O_TRUNC) arrives as one (go-fuse does not
-		// ask for atomic O_TRUNC), and dd closes that descriptor at once.
+		// ftruncate(fd) is new data of the caller; truncate(path) is
+		// not (open(O_TRUNC) is not either: truncateAtOpen).
 		o := noOwner
 		if fh != nil {
 			o = n.ownerOf(callerPid(ctx))

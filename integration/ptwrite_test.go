@@ -81,16 +81,44 @@ func TestPassthroughWrites(t *testing.T) {
 		t.Fatalf("read back: %v", err)
 	}
 
-	// A rewrite of an existing file goes through strata (counted).
-	if err := os.WriteFile(p, data[:1<<20], 0o644); err != nil {
+	// A truncating rewrite of an existing file (torch.save over last
+	// epoch's checkpoint: open(O_WRONLY|O_CREAT|O_TRUNC)) is written by
+	// the kernel too.
+	rewrite := randData(502, 3<<20)
+	if err := os.WriteFile(p, rewrite, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if writes2, _ := ptWriteStats(t, srv, cacheDir); writes2 == writes {
-		t.Fatal("a rewrite of an existing file answered no WRITE: it should take the userspace path")
+	writes2, pt2 := ptWriteStats(t, srv, cacheDir)
+	if pt2-pt != 1 || writes2 != writes {
+		t.Fatalf("a truncating rewrite: %d passthrough write opens (want 1), %d FUSE WRITEs answered (want 0)", pt2-pt, writes2-writes)
+	}
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, rewrite) {
+		t.Fatalf("read back after the rewrite: %d bytes, equal %v: %v", len(got), bytes.Equal(got, rewrite), err)
 	}
 	runSync(t, m)
-	if got, _, err := bucketSHA(t, w, "ckpt/model.pt"); err != nil || got != sha(data[:1<<20]) {
-		t.Fatalf("rewritten: %v", err)
+	if got, n, err := bucketSHA(t, w, "ckpt/model.pt"); err != nil || got != sha(rewrite) || n != int64(len(rewrite)) {
+		t.Fatalf("rewritten in the bucket: %d bytes, equal %v: %v", n, got == sha(rewrite), err)
+	}
+
+	// A rewrite that keeps the content (no O_TRUNC: dd conv=notrunc)
+	// goes through strata, which stages what is there first.
+	g, err := os.OpenFile(p, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := g.WriteAt([]byte("patched"), 1<<20); err != nil {
+		t.Fatal(err)
+	}
+	if err := g.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if writes3, _ := ptWriteStats(t, srv, cacheDir); writes3 == writes2 {
+		t.Fatal("a rewrite in place answered no WRITE: it should take the userspace path")
+	}
+	copy(rewrite[1<<20:], "patched")
+	runSync(t, m)
+	if got, _, err := bucketSHA(t, w, "ckpt/model.pt"); err != nil || got != sha(rewrite) {
+		t.Fatalf("patched in place: %v", err)
 	}
 }
 
