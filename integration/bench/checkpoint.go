@@ -22,6 +22,9 @@ import (
 //     the object whole (polled with HEAD from the bench, not strata sync),
 //     and torch.load back through the mount (every tensor compared with
 //     the one saved, and the file's sha256 with the bucket object's).
+//   - torch.save again over the file just saved (the same state dict):
+//     open(O_TRUNC) of an existing file, what a loop saving to one name
+//     ("last.pt") does every time after the first.
 //   - The Hugging Face Trainer's save (hfcheckpoint.go).
 //
 // Local disk is the baseline, and writes with fsync before close: a write
@@ -38,6 +41,7 @@ type checkpoint struct{}
 const (
 	phaseSave       = "torch.save"
 	phaseSaveBucket = "torch.save → in bucket"
+	phaseResave     = "torch.save over it"
 	phaseLoad       = "torch.load"
 	phaseHFWrite    = "HF writes"
 	phaseHFRename   = "HF rename"
@@ -158,6 +162,20 @@ func (c *ckptRun) torchSave(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+	}
+	// The same bytes again: torch.save is deterministic, so the load
+	// below compares with the bucket whichever save it holds.
+	resave := func(ctx context.Context, rep int) (workload.Summary, error) {
+		path := filepath.Join(c.fs.Root(), names[rep])
+		r, err := c.py.Save(ctx, path, size, seed+uint64(rep), c.local)
+		note := "torch.save + close over an existing file"
+		if c.local {
+			note = "torch.save + fsync + close over an existing file"
+		}
+		return timed(r.Bytes, r.Close, fmt.Sprintf("%s %s", note, workload.FormatLatency(r.Close))), err
+	}
+	if err := c.p.Warm(ctx, phaseResave, c.fs, mbPerSecond, resave); err != nil {
+		return err
 	}
 	load := func(ctx context.Context, rep int) (workload.Summary, error) {
 		path := filepath.Join(c.fs.Root(), names[rep])

@@ -417,8 +417,8 @@ func TestSmokeCheckpoint(t *testing.T) {
 			t.Errorf("%s torch.load: no sha256 check in %q", row.System, row.Note)
 		}
 	}
-	local := []string{phaseSave, phaseLoad, phaseHFWrite, phaseHFRename, phaseHFRmtree}
-	mount := []string{phaseSave, phaseSaveBucket, phaseLoad, phaseHFWrite, phaseHFRename, phaseHFRmtree, phaseHFBucket}
+	local := []string{phaseSave, phaseResave, phaseLoad, phaseHFWrite, phaseHFRename, phaseHFRmtree}
+	mount := []string{phaseSave, phaseSaveBucket, phaseResave, phaseLoad, phaseHFWrite, phaseHFRename, phaseHFRmtree, phaseHFBucket}
 	want := map[string][]string{"local": local, "strata": mount, asyncName: mount, "s3fs": {"(all)"}, "get": {phaseSaveBucket}}
 	for s, ph := range want {
 		if strings.Join(phases[s], ",") != strings.Join(ph, ",") {
@@ -426,6 +426,7 @@ func TestSmokeCheckpoint(t *testing.T) {
 		}
 	}
 	for _, s := range []string{"### Checkpoints as trainers write them", "checkpoints are written by", "async torch.save close",
+		"async torch.save over an existing file",
 		"sync torch.save until whole in the bucket", "plain multipart upload"} {
 		if !strings.Contains(out, s) {
 			t.Errorf("report lacks %q:\n%s", s, out)

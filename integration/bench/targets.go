@@ -46,6 +46,8 @@ func targets() []Target {
 		// disk fsyncs before close in these rows).
 		{Desc: "async torch.save close ≥ 0.9× local disk torch.save+fsync", Workload: "checkpoint",
 			Phase: phaseSave, Against: local, Bar: 0.9, System: asyncName},
+		{Desc: "async torch.save over an existing file ≥ 0.9× local disk's", Workload: "checkpoint",
+			Phase: phaseResave, Against: local, Bar: 0.9, System: asyncName},
 		{Desc: "async Hugging Face checkpoint writes ≥ 0.9× local disk writes+fsync", Workload: "checkpoint",
 			Phase: phaseHFWrite, Against: local, Bar: 0.9, System: asyncName},
 		{Desc: "sync torch.save until whole in the bucket ≥ 0.9× a plain multipart upload of the file", Workload: "checkpoint",
