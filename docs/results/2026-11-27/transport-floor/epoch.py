@@ -1,6 +1,8 @@
 """One warm epoch the way a DataLoader reads: 8 processes, shuffled,
 open/read/close of every file under ROOT/train, page cache and dentries
-dropped first. Prints files/s."""
+dropped first. Prints files/s. With a third argument "unbuffered" each
+file is opened with buffering=0, which skips Python's isatty() check (one
+ioctl, so one FUSE round trip, fewer per file)."""
 import multiprocessing as mp
 import os
 import random
@@ -8,6 +10,7 @@ import sys
 import time
 
 root, nproc = sys.argv[1], int(sys.argv[2])
+buffering = 0 if sys.argv[3:] == ["unbuffered"] else -1
 files = []
 for c in sorted(os.listdir(os.path.join(root, "train"))):
     d = os.path.join(root, "train", c)
@@ -19,7 +22,7 @@ random.shuffle(files)
 def work(chunk):
     n = 0
     for p in chunk:
-        with open(p, "rb") as f:
+        with open(p, "rb", buffering=buffering) as f:
             n += len(f.read())
     return n
 

@@ -73,6 +73,12 @@ for r in $(seq "$rounds"); do
     printf "round %d: local %d, go-fuse loopback %d (%.2fx, %d us/file), strata %d (%.2fx, %d us/file)\n",
       r, l, lb, lb / l, lc * 10000 / 4000, s, s / l, sc * 10000 / 4000 }'
 done
+echo "== the same epochs opened with buffering=0: no isatty(), so no IOCTL round trip (files/s)"
+for r in $(seq "$rounds"); do
+  l=$(python3 "$here/epoch.py" "$W/local" 8 unbuffered)
+  s=$(python3 "$here/epoch.py" "$W/strata" 8 unbuffered)
+  awk -v r="$r" -v l="$l" -v s="$s" 'BEGIN { printf "round %d: local %d, strata %d (%.2fx)\n", r, l, s, s / l }'
+done
 echo "== one reader, median microseconds per step"
 for m in local loopback strata; do echo "$m: $(python3 "$here/steps.py" "$W/$m")"; done
 echo "== trivial round trips: microseconds per stat (a LOOKUP and a GETATTR), 1 and 8 processes"
