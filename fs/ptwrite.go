@@ -49,7 +49,7 @@ import (
 // new, empty session written the same way (openRewrite). Rewrites in
 // place (no O_TRUNC), opens of a file already open, sync mode, a mount
 // without passthrough, and a cache disk with less than ptWriteMinFree
-// free take the userspace path (write.go).
+// free take the userspace path (session.go, write.go).
 
 const (
 	ptWriteMinFree  = 1 << 30   // free space on the cache disk for a new file to be written by passthrough

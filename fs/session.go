@@ -1,0 +1,281 @@
+package fs
+
+import (
+	"context"
+	"io"
+	"os"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/meta"
+	"github.com/stratafs/strata/cache/writeback"
+)
+
+// Opening a file for writing and its write session: the staging file that
+// holds what its writers write, started empty (a truncation) or with the
+// file's current content, and installed on the node.
+
+// openWrite opens the file for writing: every write lands in a staging
+// file on the cache disk, uploaded whole when the file is closed.
+func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, uint32, syscall.Errno) {
+	f := n.fsys
+	if f.wb == nil {
+		return nil, 0, syscall.EROFS
+	}
+	if trunc {
+		if h := n.openRewrite(); h != nil {
+			return h, 0, 0
+		}
+	}
+	n.mu.Lock()
+	busy := n.ptOpen > 0
+	n.mu.Unlock()
+	if busy {
+		// The kernel cannot mix a passthrough reader and a userspace
+		// writer on one inode.
+		f.log.Warn("fs: open for write refused: the file is open for reading through passthrough", "key", n.key.get())
+		return nil, 0, syscall.EBUSY
+	}
+	// The session starts at the first write or truncation, not here:
+	// staging the current content would copy, or even download, a whole
+	// checkpoint that the next request may truncate.
+	n.mu.Lock()
+	n.writers++
+	n.usOpen++
+	n.mu.Unlock()
+	f.stats.UserspaceOpens.Add(1)
+	h := &fileHandle{n: n, writable: true}
+	if trunc {
+		if errno := n.truncateAtOpen(ctx, h); errno != 0 {
+			return nil, 0, errno
+		}
+	}
+	return h, 0, 0
+}
+
+// truncateAtOpen truncates the file for an open(O_TRUNC) that got handle
+// h, as the SETATTR the kernel sends without atomic O_TRUNC would: not new
+// data of the opener (dd opens with O_TRUNC and closes that descriptor at
+// once). If it fails the open fails, and h is released as the kernel
+// releases a file whose open failed.
+func (n *fileNode) truncateAtOpen(ctx context.Context, h *fileHandle) syscall.Errno {
+	if err := n.truncate(ctx, 0, noOwner); err != nil {
+		n.release(h)
+		return toErrno(err)
+	}
+	return 0
+}
+
+// openRewrite opens for a truncating rewrite a file nobody has open, with
+// a new, empty session written by passthrough as a created file is
+// (ptwrite.go); nil when passthrough writes are off or the file is in use
+// (the userspace path then truncates it).
+func (n *fileNode) openRewrite() gofs.FileHandle {
+	f := n.fsys
+	idle := func() bool { return n.live == nil && n.sess == nil && n.writers == 0 && n.ptOpen == 0 && n.usOpen == 0 }
+	n.mu.Lock()
+	ok := idle()
+	n.mu.Unlock()
+	if !ok || !f.passthroughWrites() {
+		return nil
+	}
+	key := n.key.get()
+	st, err := f.wb.NewStaging(key)
+	if err != nil {
+		return nil // the userspace path reports it
+	}
+	pending := f.wb.Pending(key)
+	n.sessMu.Lock()
+	n.mu.Lock()
+	if !idle() {
+		n.mu.Unlock()
+		n.sessMu.Unlock()
+		st.Discard()
+		return nil
+	}
+	n.installSessionLocked(st, true, pending)
+	var h gofs.FileHandle
+	if lh := f.startLive(n, st); lh != nil {
+		h = lh
+		f.stats.PassthroughOpens.Add(1)
+	} else {
+		n.usOpen++
+		h = &fileHandle{n: n, writable: true}
+		f.stats.UserspaceOpens.Add(1)
+	}
+	n.writers = 1
+	e := n.entry
+	n.mu.Unlock()
+	n.sessMu.Unlock()
+	f.trackLocal(n, key, e)
+	return h
+}
+
+// startSession makes sure the node has a write session, truncated when
+// trunc is set, else holding the file's current content. The content is
+// staged with no lock held (it may be a copy of a large file or a bucket
+// fetch); if another writer installed a session meanwhile, that one wins.
+func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
+	f := n.fsys
+	n.mu.Lock()
+	st := n.sess
+	n.mu.Unlock()
+	if st == nil {
+		st, err := n.newSession(ctx, trunc)
+		if err != nil {
+			return err
+		}
+		key := n.key.get()
+		pending := f.wb.Pending(key)
+		n.sessMu.Lock()
+		n.mu.Lock()
+		installed := n.sess == nil
+		if installed {
+			n.installSessionLocked(st, trunc, pending)
+		}
+		e := n.entry
+		n.mu.Unlock()
+		n.sessMu.Unlock()
+		if installed {
+			f.trackLocal(n, key, e)
+			return nil
+		}
+		st.Discard()
+		if !trunc {
+			return nil
+		}
+	} else if !trunc {
+		return nil
+	}
+	// Truncate the session in place: under sessMu shared, as a write.
+	n.sessMu.RLock()
+	defer n.sessMu.RUnlock()
+	n.mu.Lock()
+	st = n.sess
+	n.mu.Unlock()
+	if st == nil { // committed meanwhile: the next write starts afresh
+		return n.startSessionAgain(ctx)
+	}
+	if err := st.Truncate(0); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
+	n.mu.Unlock()
+	return nil
+}
+
+// installSessionLocked makes st the node's session: empty (trunc) or
+// holding the file's content; pending says an upload of the key is still
+// in the writeback manager. Caller holds sessMu and mu, and n.sess is nil.
+func (n *fileNode) installSessionLocked(st *writeback.Staging, trunc, pending bool) {
+	n.sess, n.pre, n.writeErr = st, n.entry, nil
+	if trunc {
+		n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
+	} else {
+		n.entry.Size = st.Size()
+	}
+	if pending {
+		n.base = "" // our own upload comes first: follow it unconditionally
+	}
+	n.entry.Local = true
+}
+
+// startSessionAgain is startSession(trunc) after a commit raced it.
+func (n *fileNode) startSessionAgain(ctx context.Context) error {
+	n.sessMu.RUnlock()
+	defer n.sessMu.RLock()
+	return n.startSession(ctx, true)
+}
+
+// newSession stages the file's current content (or nothing, if trunc) in
+// a new staging file: the writeback manager's pending content of the key
+// if it has some, else the bucket version.
+func (n *fileNode) newSession(ctx context.Context, trunc bool) (*writeback.Staging, error) {
+	f := n.fsys
+	key := n.key.get()
+	n.mu.Lock()
+	e := n.entry
+	n.mu.Unlock()
+	if trunc {
+		return f.wb.NewStaging(key)
+	}
+	if c, ok := f.wb.Content(key); ok {
+		defer c.Release()
+		return f.wb.NewStagingCopy(key, c.File(), c.Size())
+	}
+	if e.Local { // uploaded meanwhile: stage the bucket's version
+		var err error
+		if e, err = n.refresh(ctx); err != nil {
+			return nil, err
+		}
+	}
+	if e.Size == 0 {
+		return f.wb.NewStaging(key)
+	}
+	return n.stageFromBucket(ctx, e)
+}
+
+// refresh takes the bucket's entry of a node whose local content is
+// gone (its upload is complete: the namespace shows the new version
+// before the manager lets go of the content). It returns the node's entry
+// as it stands.
+func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
+	key := n.key.get()
+	dir, name := meta.Parent(key)
+	e, err := n.fsys.meta.Lookup(uninterrupted(ctx), dir, name)
+	if err != nil {
+		return meta.Entry{}, err
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.sess == nil && n.entry.Local && !e.Local && !e.Dir && n.key.get() == key {
+		n.entry, n.base = e, e.Version
+	}
+	return n.entry, nil
+}
+
+// stageFromBucket copies a bucket version into a new staging file: from
+// the cache when it holds it all, else through the fetcher.
+func (n *fileNode) stageFromBucket(ctx context.Context, e meta.Entry) (*writeback.Staging, error) {
+	f := n.fsys
+	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: e.Version, Size: e.Size, MTime: e.MTime})
+	if err != nil {
+		return nil, err
+	}
+	defer obj.Release()
+	if _, err := obj.Verify(); err == nil && obj.Complete() && obj.Verified() {
+		if fd, err := obj.Fd(); err == nil {
+			if dup, err := unix.Dup(fd); err == nil {
+				src := os.NewFile(uintptr(dup), n.key.get())
+				defer src.Close()
+				return f.wb.NewStagingCopy(n.key.get(), src, e.Size)
+			}
+		}
+	}
+	st, err := f.wb.NewStaging(n.key.get())
+	if err != nil {
+		return nil, err
+	}
+	r := f.fetch.NewReader(obj)
+	buf := make([]byte, 1<<20)
+	for off := int64(0); off < e.Size; {
+		k, err := r.ReadAt(ctx, buf, off)
+		if err == nil && k == 0 {
+			err = io.ErrUnexpectedEOF
+		}
+		if err == nil {
+			_, err = st.WriteAt(buf[:k], off)
+		}
+		if err != nil {
+			st.Discard()
+			return nil, err
+		}
+		off += int64(k)
+	}
+	return st, nil
+}
