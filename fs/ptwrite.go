@@ -102,13 +102,28 @@ func (f *FS) passthroughWrites() bool {
 
 // startLive makes n's new session st a passthrough write session and
 // returns the creator's handle, or nil if it cannot (the session stays a
-// userspace one). Caller holds n.mu (n is not yet visible to others).
+// userspace one). n is not yet visible to others.
 func (f *FS) startLive(n *fileNode, st *writeback.Staging) *liveHandle {
+	file, err := f.dupStaging(n, st)
+	if err != nil {
+		return nil
+	}
+	return f.goLive(n, file)
+}
+
+// dupStaging is our descriptor on st for a passthrough write session.
+func (f *FS) dupStaging(n *fileNode, st *writeback.Staging) (*os.File, error) {
 	file, err := st.Dup()
 	if err != nil {
 		f.log.Warn("fs: passthrough write: the staging file", "key", n.key.get(), "err", err)
-		return nil
 	}
+	return file, err
+}
+
+// goLive makes n's session, staged in file (dupStaging), a passthrough
+// write session and returns the handle of the open that starts it. Caller
+// holds n.mu, or n is not yet visible to others.
+func (f *FS) goLive(n *fileNode, file *os.File) *liveHandle {
 	lw := &liveWrite{file: file, gen: f.ptw.lowGen.Load()}
 	n.live, n.ptOpen = lw, 1
 	f.ptw.mu.Lock()

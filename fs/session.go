@@ -74,7 +74,7 @@ func (n *fileNode) truncateAtOpen(ctx context.Context, h *fileHandle) syscall.Er
 // a new, empty session written by passthrough as a created file is
 // (ptwrite.go); nil when passthrough writes are off or the file is in use
 // (the userspace path then truncates it).
-func (n *fileNode) openRewrite() gofs.FileHandle {
+func (n *fileNode) openRewrite() *liveHandle {
 	f := n.fsys
 	idle := func() bool { return n.live == nil && n.sess == nil && n.writers == 0 && n.ptOpen == 0 && n.usOpen == 0 }
 	n.mu.Lock()
@@ -88,29 +88,28 @@ func (n *fileNode) openRewrite() gofs.FileHandle {
 	if err != nil {
 		return nil // the userspace path reports it
 	}
+	file, err := f.dupStaging(n, st)
+	if err != nil {
+		st.Discard()
+		return nil
+	}
 	pending := f.wb.Pending(key)
 	n.sessMu.Lock()
 	n.mu.Lock()
 	if !idle() {
 		n.mu.Unlock()
 		n.sessMu.Unlock()
+		file.Close()
 		st.Discard()
 		return nil
 	}
 	n.installSessionLocked(st, true, pending)
-	var h gofs.FileHandle
-	if lh := f.startLive(n, st); lh != nil {
-		h = lh
-		f.stats.PassthroughOpens.Add(1)
-	} else {
-		n.usOpen++
-		h = &fileHandle{n: n, writable: true}
-		f.stats.UserspaceOpens.Add(1)
-	}
+	h := f.goLive(n, file)
 	n.writers = 1
 	e := n.entry
 	n.mu.Unlock()
 	n.sessMu.Unlock()
+	f.stats.PassthroughOpens.Add(1)
 	f.trackLocal(n, key, e)
 	return h
 }
