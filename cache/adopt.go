@@ -15,7 +15,10 @@ func (s *Store) StagingDir() string { return filepath.Join(s.dir, "staging") }
 
 // ReserveStaging accounts n more bytes of staged (written, not yet
 // uploaded) data against the cache limit, evicting first if it must.
-// ErrNoSpace means the write cannot be accepted.
+// With default sizing staged bytes may go past the limit while the disk
+// itself has room (limiter.stagingFits); cached objects are then evicted
+// in the background to bring the cache back under it. ErrNoSpace means
+// the write cannot be accepted.
 func (s *Store) ReserveStaging(n int64) error {
 	if n <= 0 {
 		return nil
@@ -26,17 +29,28 @@ func (s *Store) ReserveStaging(n int64) error {
 	// The limit is re-read from the disk at most once a second; space may
 	// have been freed since. Look again before refusing a write.
 	s.limits.Refresh()
-	if s.reserve(n) {
+	if s.reserve(n) || s.reserveBeyondLimit(n) {
 		return nil
 	}
 	// Make room now rather than fail a write the evictor could have saved.
 	used := s.used.Load()
 	s.evict(used + n - s.limits.Limit(used)/100*lowWater)
-	if s.reserve(n) {
+	if s.reserve(n) || s.reserveBeyondLimit(n) {
 		return nil
 	}
 	s.stats.NoSpace.Add(1)
 	return ErrNoSpace
+}
+
+// reserveBeyondLimit accounts n staged bytes past the limit if the disk
+// can hold them, and has the evictor make up for them.
+func (s *Store) reserveBeyondLimit(n int64) bool {
+	if !s.limits.stagingFits(n) {
+		return false
+	}
+	s.used.Add(n)
+	s.kickEvict()
+	return true
 }
 
 // ReleaseStaging returns n bytes reserved by ReserveStaging.

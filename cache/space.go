@@ -69,6 +69,24 @@ func (l *limiter) Refresh() {
 // to the last block kills the mount with SIGBUS instead of getting ENOSPC.
 const reserveBytes = 64 << 20
 
+// stagingFits reports whether n more staged bytes fit on the disk itself.
+// With default sizing the tenth of the filesystem kept free is the cache's
+// margin, not the writers': a file being written has no other home, so
+// staged bytes may use that tenth down to the reserve (and the evictor
+// gives it back from cached objects). An explicit --cache-size is the
+// user's bound and holds for staged bytes too. Statfs is asked now: this
+// is the slow path of a write that did not fit under the limit.
+func (l *limiter) stagingFits(n int64) bool {
+	if l.maxBytes > 0 {
+		return false
+	}
+	total, avail, err := l.disk.Statfs(l.dir)
+	if err != nil {
+		return false
+	}
+	return avail-n >= min(reserveBytes, total/10)
+}
+
 func (l *limiter) compute(used int64) int64 {
 	limit := int64(1<<63 - 1)
 	if l.maxBytes > 0 {

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"syscall"
 	"testing"
+	"time"
 )
 
 // TestWritesOnFullDisk: with the cache filesystem physically full, writes
@@ -74,5 +75,44 @@ func TestFailedWriteLeavesOldContent(t *testing.T) {
 	}
 	if h, n, err := fileSHA(filepath.Join(m.dir, "ckpt.pt")); err != nil || h != sha(old) {
 		t.Fatalf("the mount shows %d bytes, not the previous content: %v", n, err)
+	}
+}
+
+// TestWritesOnADiskFullerThanNinetyPercent: without --cache-size the cache
+// keeps a tenth of its filesystem free, but that tenth is the cache's
+// margin, not the writers': on a disk already fuller than 90% a checkpoint
+// written through the mount is staged and uploaded (sync and async alike),
+// and a write fails with ENOSPC only within 64 MiB of full.
+func TestWritesOnADiskFullerThanNinetyPercent(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	for _, mode := range []string{"sync", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			bucket := srv.newBucket(t)
+			w := srv.writer(t, bucket)
+			disk := tmpfs(t, 1<<30)
+			logFile := filepath.Join(t.TempDir(), "strata.log")
+			m := startMount(t, srv, srv.source(bucket, ""), filepath.Join(disk, "cache"),
+				"--upload", mode, "--log-file", logFile)
+			fillDisk(t, disk, 100<<20) // under the 102 MiB the cache keeps free
+			want := streamSHA(31, 16<<20)
+			time.Sleep(1100 * time.Millisecond) // the cache re-reads the disk's free space once a second
+			if _, err := writeStream(filepath.Join(m.dir, "ckpt.pt"), 31, 16<<20); err != nil {
+				out, _ := exec.Command("sh", "-c", "df -k "+disk+"; grep -v INFO "+logFile+" | tail -5").CombinedOutput()
+				t.Fatalf("writing 16 MiB with 100 MiB free: %v\n%s", err, out)
+			}
+			if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err != nil {
+				t.Fatalf("strata sync: %v\n%s", err, out)
+			}
+			if got, _, err := bucketSHA(t, w, "ckpt.pt"); err != nil || got != want {
+				t.Fatalf("ckpt.pt in the bucket: %v", err)
+			}
+			if _, err := writeStream(filepath.Join(m.dir, "big.pt"), 32, 96<<20); !errors.Is(err, syscall.ENOSPC) {
+				t.Fatalf("writing 96 MiB with at most 100 MiB free: %v (want ENOSPC)", err)
+			}
+			if _, _, err := bucketSHA(t, w, "big.pt"); err == nil {
+				t.Fatal("a file whose writes failed reached the bucket")
+			}
+		})
 	}
 }

@@ -35,7 +35,9 @@
 // (orphans.go).
 //
 // Staged bytes count against the cache size: growing a staging file
-// reserves space first, and a full cache is ENOSPC, never a truncation.
+// reserves space first, and a full cache is ENOSPC, never a truncation
+// (without --cache-size, staged bytes may use the tenth of the disk the
+// cache keeps free: cache.Store.ReserveStaging).
 // A write that must not be uploaded is kept under failed-writes (kept.go).
 //
 // A committed file's bytes (Content) belong to the manager until its
