@@ -12,7 +12,11 @@
 // and refetched instead of served. Eviction removes least recently used
 // objects (or the tail blocks of a big one, by hole punching) when the
 // cache passes its size limit or the disk's free-space floor; open objects
-// are pinned and never evicted.
+// are pinned and never evicted. Files being written (staged for upload)
+// count against the limit, and without --cache-size may take the cache
+// past it while the disk has room (ReserveStaging); a pass that cannot get
+// back under the limit rests the evictor for a second, as every block the
+// read path cannot cache meanwhile kicks it.
 //
 // Lock order: Store.evictMu, then Store.mu, then objectState.mu; touchMu
 // stands alone. evictMu serialises eviction passes and is the one lock

@@ -27,6 +27,7 @@ type Stats struct {
 	EvictedObjs   atomic.Int64
 	CorruptBlocks atomic.Int64 // blocks that failed their CRC check
 	NoSpace       atomic.Int64 // writes refused for lack of space
+	EvictionScans atomic.Int64 // eviction passes (each scans the index)
 }
 
 // Stats returns the live counters.
@@ -148,20 +149,33 @@ func (s *Store) kickEvict() {
 	}
 }
 
+// evictRest: after a pass that left the cache over its limit (what is
+// left is open, or staged for upload), kicks are ignored this long. Every
+// block the read path cannot cache kicks the evictor, and every pass
+// scans the whole index.
+const evictRest = time.Second
+
 func (s *Store) evictLoop() {
 	defer s.wg.Done()
 	tick := time.NewTicker(10 * time.Second)
 	defer tick.Stop()
+	var rest time.Time
 	for {
 		select {
 		case <-s.stop:
 			return
 		case <-s.evictCh:
+			if time.Now().Before(rest) {
+				continue
+			}
 		case <-tick.C:
 			s.limits.Refresh()
 			s.flushTouches()
 		}
-		s.EvictNow()
+		rest = time.Time{}
+		if _, under := s.evictNow(); !under {
+			rest = time.Now().Add(evictRest)
+		}
 	}
 }
 
@@ -170,18 +184,27 @@ func (s *Store) evictLoop() {
 // eviction pass runs at a time (a gc request and the background evictor
 // would otherwise both free the same shortfall).
 func (s *Store) EvictNow() int64 {
+	freed, _ := s.evictNow()
+	return freed
+}
+
+// evictNow is EvictNow, and reports whether the cache is within its limit
+// after it.
+func (s *Store) evictNow() (int64, bool) {
 	s.evictMu.Lock()
 	defer s.evictMu.Unlock()
 	used := s.used.Load()
 	limit := s.limits.Limit(used)
 	if used <= limit/100*highWater {
-		return 0
+		return 0, true
 	}
-	return s.evict(used - limit/100*lowWater)
+	freed := s.evict(used - limit/100*lowWater)
+	return freed, s.used.Load() <= limit
 }
 
 // evict frees at least need bytes if it can, least recently used first.
 func (s *Store) evict(need int64) int64 {
+	s.stats.EvictionScans.Add(1)
 	usage := map[index.ID]int64{}
 	if err := s.ix.ScanBlockUsage(func(id index.ID, _, b int64) error { usage[id] = b; return nil }); err != nil {
 		s.log.Warn("cache: eviction scan", "err", err)

@@ -3,6 +3,7 @@ package cache
 import (
 	"errors"
 	"testing"
+	"time"
 )
 
 // With default sizing the tenth of the disk the cache keeps free is not
@@ -50,5 +51,32 @@ func TestStagingKeepsAnExplicitCacheSize(t *testing.T) {
 	}
 	if err := s.ReserveStaging(1); !errors.Is(err, ErrNoSpace) {
 		t.Fatalf("staging past --cache-size: %v, want ErrNoSpace", err)
+	}
+}
+
+// Over the limit with nothing the evictor may take (staged bytes, open
+// files), every block the read path cannot cache kicks the evictor: it
+// must not scan the whole index for each of them.
+func TestEvictorRestsWhenNothingCanBeFreed(t *testing.T) {
+	d := &fakeDisk{}
+	d.total.Store(10 << 30)
+	d.avail.Store(900 << 20)
+	o := testOpts()
+	o.MaxBytes, o.MinFree, o.Disk = 0, 0.10, d
+	s := openStore(t, t.TempDir(), o)
+	defer s.Close()
+	if err := s.ReserveStaging(100 << 20); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(100 * time.Millisecond) // the pass that kick started
+	before := s.Stats().EvictionScans.Load()
+	for end := time.Now().Add(300 * time.Millisecond); time.Now().Before(end); {
+		if s.reserve(bs) {
+			t.Fatal("a block was cached past the limit")
+		}
+		time.Sleep(100 * time.Microsecond)
+	}
+	if n := s.Stats().EvictionScans.Load() - before; n > 1 {
+		t.Fatalf("%d eviction scans in 300 ms of refused blocks, with nothing to evict", n)
 	}
 }
