@@ -33,7 +33,8 @@ type Options struct {
 	Mode        Mode
 	Concurrency int // uploads at once
 	// PartSize and PartConcurrency shape each multipart upload (0: the
-	// backend's choice, growing with the object).
+	// backend's choice, growing with the object). PartConcurrency is also
+	// the parts in flight of a file sent while it is written (eager.go).
 	PartSize        int64
 	PartConcurrency int
 	// Delay (async mode): an upload waits until its file has been closed
@@ -51,7 +52,7 @@ type Options struct {
 // DefaultOptions: sync mode, 4 uploads at once, a 5 s delay in async mode
 // (rclone's --vfs-write-back), retries from 1 s to 5 min.
 func DefaultOptions() Options {
-	return Options{Mode: Sync, Concurrency: 4, Delay: 5 * time.Second, RetryMin: time.Second, RetryMax: 5 * time.Minute}
+	return Options{Mode: Sync, Concurrency: 4, PartConcurrency: 8, Delay: 5 * time.Second, RetryMin: time.Second, RetryMax: 5 * time.Minute}
 }
 
 // Names is the namespace the write path keeps current (cache/meta's

@@ -41,7 +41,7 @@ func (m *Manager) NewStaging(key string) (*Staging, error) {
 	if m.pw != nil && m.opts.Mode == Sync {
 		conc := m.opts.PartConcurrency
 		if conc <= 0 {
-			conc = 4
+			conc = DefaultOptions().PartConcurrency
 		}
 		s.eager = newEager(m.ctx, m.pw, key, f, 0, conc)
 		m.trackEager(s.eager)

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stratafs/strata/backend/local"
+	s3be "github.com/stratafs/strata/backend/s3"
 	"github.com/stratafs/strata/backend/shared"
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
@@ -57,6 +58,10 @@ func TestPackageDefaultsMatchTheTable(t *testing.T) {
 	check("writeback Concurrency", wo.Concurrency, d.Write.UploadConcurrency)
 	check("writeback PartSize", wo.PartSize, int64(d.Write.UploadPartSize))
 	check("writeback Delay", wo.Delay, d.Write.UploadDelay)
+	// A sync file sent in parts while written goes up with as many parts
+	// in flight as a file uploaded whole after its close (and as the
+	// bench's reference upload, which claims Strata's defaults).
+	check("writeback PartConcurrency", wo.PartConcurrency, s3be.DefaultOptions().UploadConcurrency)
 
 	so := shared.DefaultOptions()
 	check("shared BlockSize", so.BlockSize, int64(d.BlockSize))
