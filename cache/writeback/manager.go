@@ -49,7 +49,8 @@ type Options struct {
 	BootID string
 }
 
-// DefaultOptions: sync mode, 4 uploads at once, a 5 s delay in async mode
+// DefaultOptions: sync mode, 4 uploads at once of 8 parts in flight each
+// (backend/s3's UploadConcurrency), a 5 s delay in async mode
 // (rclone's --vfs-write-back), retries from 1 s to 5 min.
 func DefaultOptions() Options {
 	return Options{Mode: Sync, Concurrency: 4, PartConcurrency: 8, Delay: 5 * time.Second, RetryMin: time.Second, RetryMax: 5 * time.Minute}
