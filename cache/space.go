@@ -69,6 +69,9 @@ func (l *limiter) Refresh() {
 // to the last block kills the mount with SIGBUS instead of getting ENOSPC.
 const reserveBytes = 64 << 20
 
+// reserveFor is the reserve on a filesystem of total bytes.
+func reserveFor(total int64) int64 { return min(reserveBytes, total/10) }
+
 // stagingFits reports whether n more staged bytes fit on the disk itself.
 // With default sizing the tenth of the filesystem kept free is the cache's
 // margin, not the writers': a file being written has no other home, so
@@ -84,7 +87,7 @@ func (l *limiter) stagingFits(n int64) bool {
 	if err != nil {
 		return false
 	}
-	return avail-n >= min(reserveBytes, total/10)
+	return avail-n >= reserveFor(total)
 }
 
 func (l *limiter) compute(used int64) int64 {
@@ -101,7 +104,7 @@ func (l *limiter) compute(used int64) int64 {
 	}
 	l.lastTotal = total
 	// What we hold plus what is still free, minus the floor to keep.
-	floor := max(int64(l.minFree*float64(total)), min(reserveBytes, total/10))
+	floor := max(int64(l.minFree*float64(total)), reserveFor(total))
 	room := used + avail - floor
 	return min(limit, max(room, 0))
 }

@@ -37,21 +37,31 @@ func newFake(t *testing.T, data []byte) (*fakeS3, *Backend) {
 	f := &fakeS3{data: data, etag: "0123456789abcdef0123456789abcdef", stop: make(chan struct{})}
 	srv := httptest.NewServer(f)
 	t.Cleanup(func() { close(f.stop); srv.Close() })
+	return f, backendAt(t, srv.URL, func(o *Options) {
+		o.MaxAttempts = 3
+		o.MaxBackoff = 10 * time.Millisecond
+		o.RequestTimeout = 2 * time.Second
+		o.ReadStallTimeout = 200 * time.Millisecond
+		o.ReadResumes = 2
+	})
+}
+
+// backendAt is a path-style Backend of "bucket" at a test server's URL,
+// with test credentials; tune (if any) adjusts the options first.
+func backendAt(t *testing.T, endpoint string, tune ...func(*Options)) *Backend {
+	t.Helper()
 	o := DefaultOptions()
-	o.Endpoint = srv.URL
-	o.Region = "us-east-1"
-	o.ForcePathStyle = true
+	o.Endpoint, o.Region, o.ForcePathStyle = endpoint, "us-east-1", true
 	o.AccessKeyID, o.SecretAccessKey = "ak", "sk"
-	o.MaxAttempts = 3
-	o.MaxBackoff = 10 * time.Millisecond
-	o.RequestTimeout = 2 * time.Second
-	o.ReadStallTimeout = 200 * time.Millisecond
-	o.ReadResumes = 2
+	for _, fn := range tune {
+		fn(&o)
+	}
 	b, err := New(context.Background(), "bucket", o)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f, b
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 func (f *fakeS3) ServeHTTP(w http.ResponseWriter, r *http.Request) {

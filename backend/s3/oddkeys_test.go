@@ -81,13 +81,7 @@ func TestListDecodesOnlyWhenEncoded(t *testing.T) {
 <Contents><Key>%s</Key><Size>1</Size><ETag>"e"</ETag></Contents>
 <CommonPrefixes><Prefix>%s/</Prefix></CommonPrefixes></ListBucketResult>`, enc, tc.sent, tc.sent)
 		}))
-		o := DefaultOptions()
-		o.Endpoint, o.Region, o.ForcePathStyle = srv.URL, "us-east-1", true
-		o.AccessKeyID, o.SecretAccessKey = "ak", "sk"
-		b, err := New(context.Background(), "bucket", o)
-		if err != nil {
-			t.Fatal(err)
-		}
+		b := backendAt(t, srv.URL)
 		page, err := b.List(context.Background(), "", backend.ListOptions{})
 		srv.Close()
 		if err != nil {

@@ -66,15 +66,7 @@ func recorderBackend(t *testing.T, overTLS bool) (*uploadRecorder, *Backend) {
 		srv = httptest.NewServer(rec)
 	}
 	t.Cleanup(srv.Close)
-	o := DefaultOptions()
-	o.Endpoint, o.Region, o.ForcePathStyle = srv.URL, "us-east-1", true
-	o.AccessKeyID, o.SecretAccessKey = "ak", "sk"
-	b, err := New(context.Background(), "bucket", o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { b.Close() })
-	return rec, b
+	return rec, backendAt(t, srv.URL)
 }
 
 // An upload's body over HTTPS is signed as UNSIGNED-PAYLOAD (TLS protects
