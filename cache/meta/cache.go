@@ -71,13 +71,16 @@ type Cache struct {
 	cancel context.CancelFunc
 	loads  sync.WaitGroup
 
-	mu     sync.Mutex // guards dirs, lru, inMem, points, warned, local, invalidations
-	dirs   map[string]*dirState
-	lru    *list.List // of *dirState holding entries in memory, most recent first
-	inMem  int        // entries held in memory by complete listings
-	points map[string]pointResult
-	warned map[string]bool
-	local  map[string]map[string]Entry // dir -> name -> entry written here, not yet in the bucket
+	mu    sync.Mutex // guards dirs, lru, inMem, resumeHeld, points, warned, local, invalidations
+	dirs  map[string]*dirState
+	lru   *list.List // of *dirState holding entries in memory, most recent first
+	inMem int        // entries held in memory by complete listings
+	// resumeHeld: entries held by the resume points of failed loads
+	// (resume.go), bounded by Options.MaxEntries as well.
+	resumeHeld int
+	points     map[string]pointResult
+	warned     map[string]bool
+	local      map[string]map[string]Entry // dir -> name -> entry written here, not yet in the bucket
 
 	invalidations []invalidation // recent InvalidatePrefix calls (see installFlat)
 	invalidFloor  int64          // invalidations up to this time were forgotten

@@ -13,7 +13,9 @@
 // (dirState.diskRead) instead of asking the backend.
 //
 // A listing is loaded page by page; readers stream entries as pages
-// arrive, and concurrent readers of one directory share one load. When a
+// arrive, and concurrent readers of one directory share one load. A load
+// that fails part way leaves a resume point (resume.go): the next load of
+// that directory goes on from the page that failed. When a
 // listing expires it is reloaded; if the backend cannot be reached the
 // stale listing keeps being served (with a warning), because a training
 // job would rather see yesterday's tree than EIO.
@@ -44,7 +46,8 @@
 // take it (TakeHead) and cache it, so its open needs no request.
 //
 // Lock order: dirState.persistMu, then Cache.mu, then dirState.mu, then
-// listing.mu; prefetcher.mu and heads.mu are leaves (split fields are guarded by it). Only persistMu is held across an
+// listing.mu (a load that fails takes dirState.mu and Cache.mu one after
+// the other, never together); prefetcher.mu and heads.mu are leaves (split fields are guarded by it). Only persistMu is held across an
 // index write (it orders the writes of overlapping loads, prefetches and
 // edits of one directory); nothing is held across a backend call.
 package meta

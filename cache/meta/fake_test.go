@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"sort"
 	"strings"
@@ -31,6 +32,13 @@ type fakeBackend struct {
 	firstFlat chan struct{}
 	failFlat  atomic.Bool
 	flats     atomic.Int64 // Recursive List calls
+	// delimited listings only: every one asked for, as prefix@token, in
+	// order (calls), and the number of the call (1 for the first) that
+	// fails (failAt), with failErr (nil: ErrUnavailable, which opens the
+	// cache's breaker).
+	calls   []string
+	failAt  atomic.Int64
+	failErr error
 }
 
 func newFake(pageSize int, keys ...string) *fakeBackend {
@@ -91,6 +99,17 @@ func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListO
 		}
 		if opt.Token != "" && f.failFlat.Load() {
 			return backend.ListPage{}, errors.New("fake: flat listing failed")
+		}
+	} else {
+		f.mu.Lock()
+		f.calls = append(f.calls, prefix+"@"+opt.Token)
+		n, failErr := len(f.calls), f.failErr
+		f.mu.Unlock()
+		if int64(n) == f.failAt.Load() {
+			if failErr == nil {
+				failErr = backend.ErrUnavailable
+			}
+			return backend.ListPage{}, fmt.Errorf("fake: listing call %d failed: %w", n, failErr)
 		}
 	}
 	if opt.Token != "" && f.gate != nil {

@@ -40,6 +40,9 @@ type dirState struct {
 	// started before it may miss the edit and is not installed.
 	mutatedAt int64
 
+	// resume is where a failed load stopped (resume.go); guarded by mu.
+	resume *resumePoint
+
 	// unwalked: loading this directory started a prefetch of its
 	// subtrees, and no directory under it was read since; the next load
 	// starts none (a directory listed again and again, its subtrees never
@@ -237,14 +240,25 @@ func (c *Cache) startLoad(ds *dirState) *listing {
 }
 
 // load fetches a whole listing page by page, publishing each page to
-// readers, then makes it current and persists it.
+// readers, then makes it current and persists it. It goes on from where
+// a failed load of the directory stopped, when that one may be resumed
+// (resume.go).
 func (c *Cache) load(ds *dirState, l *listing) {
 	defer c.loads.Done()
 	ctx := c.ctx
 	var batch []Entry
-	m := newMerger(ds.dir, func(e Entry) { batch = append(batch, e) }, c.skipKey, c.shadowKey)
+	emit := func(e Entry) { batch = append(batch, e) }
+	rp := ds.takeResume(c)
+	if rp != nil {
+		rp.m.emit = emit
+		l.appendBatch(rp.entries)
+	} else {
+		rp = &resumePoint{m: newMerger(ds.dir, emit, c.skipKey, c.shadowKey), started: c.now().UnixNano()}
+	}
+	m := rp.m
 	var err error
-	for token := ""; ; {
+	token := rp.token
+	for {
 		var page backend.ListPage
 		page, err = c.listPage(ctx, ds.dir, token)
 		if err != nil {
@@ -263,15 +277,26 @@ func (c *Cache) load(ds *dirState, l *listing) {
 		token = page.Next
 	}
 	if err != nil {
+		keep := ctx.Err() == nil && token != "" // not closing, and past the first page
+		if keep {
+			rp.token, rp.entries = token, l.published()
+			keep = c.holdResume(len(rp.entries))
+		}
 		ds.mu.Lock()
 		if ds.loading == l {
 			ds.loading = nil
+		}
+		if keep {
+			ds.resume = rp
 		}
 		ds.mu.Unlock()
 		l.finish(err, 0)
 		return
 	}
 	fetched := c.now().UnixNano()
+	if rp.entries != nil {
+		fetched = rp.started // its first pages are that old
+	}
 	// Its subtrees are queued before readers see the end of the listing,
 	// so that a walk going on from here finds them queued (splitwait.go).
 	// The entries are complete: they no longer change.
