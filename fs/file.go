@@ -53,6 +53,7 @@ type fileNode struct {
 	ptOpen   int                // open passthrough handles
 	usOpen   int                // open userspace handles
 	usGone   chan struct{}      // closed when usOpen drops to 0 (made by an open that waits for it)
+	ptGone   chan struct{}      // closed when ptOpen drops to 0 (made by a writer's open that waits for it)
 	// pre is the entry before the current write session (zero for a file
 	// created in it); writeErr the first failed write of the session. A
 	// session with a failed write is abandoned at close, back to pre.
@@ -241,6 +242,31 @@ func (n *fileNode) waitWritersReleasedLocked() {
 		n.usGone = make(chan struct{})
 	}
 	gone := n.usGone
+	n.mu.Unlock()
+	t := time.NewTimer(releaseWait)
+	select { // not cut short by the caller's signals: bounded instead
+	case <-gone:
+	case <-t.C:
+	}
+	t.Stop()
+	n.mu.Lock()
+}
+
+// waitReadersReleasedLocked waits, up to releaseWait, until the node has
+// no passthrough handle open: a writer's open cannot be served while the
+// kernel reads the inode through a backing file, and the reader that
+// just closed it (`cat f; echo x >> f`) has usually not had its RELEASE
+// answered yet. A reader that really stays open costs the writer this
+// much, and the open then fails with EBUSY. Caller holds n.mu; it is
+// released while waiting and held again on return.
+func (n *fileNode) waitReadersReleasedLocked() {
+	if n.ptOpen == 0 {
+		return
+	}
+	if n.ptGone == nil {
+		n.ptGone = make(chan struct{})
+	}
+	gone := n.ptGone
 	n.mu.Unlock()
 	t := time.NewTimer(releaseWait)
 	select { // not cut short by the caller's signals: bounded instead

@@ -321,7 +321,19 @@ func (n *fileNode) publishLive(ctx context.Context, lw *liveWrite) error {
 		return nil // the last release took over
 	}
 	if lw.job != nil {
-		return n.fsys.wb.Restage(ctx, lw.job)
+		if err := n.fsys.wb.Restage(ctx, lw.job); err != nil {
+			return err
+		}
+		// The node's entry is what this close committed: a later
+		// session's failure goes back to it (abandonLocked).
+		if size, mtime, err := lw.state(); err == nil {
+			n.mu.Lock()
+			n.entry.Size, n.entry.MTime = size, mtime
+			e := n.entry
+			n.mu.Unlock()
+			n.fsys.trackLocal(n, n.key.get(), e)
+		}
+		return nil
 	}
 	j, err := n.commitSession(ctx, lw)
 	if j != nil {

@@ -32,6 +32,7 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 		}
 	}
 	n.mu.Lock()
+	n.waitReadersReleasedLocked()
 	busy := n.ptOpen > 0
 	n.mu.Unlock()
 	if busy {

@@ -293,6 +293,10 @@ func (n *fileNode) release(h *fileHandle) {
 	switch {
 	case h.pt:
 		n.ptOpen--
+		if n.ptOpen == 0 && n.ptGone != nil {
+			close(n.ptGone)
+			n.ptGone = nil
+		}
 	default:
 		n.usOpen--
 		if n.usOpen == 0 && n.usGone != nil {
@@ -418,7 +422,9 @@ func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 func (n *fileNode) abandonLocked() {
 	n.fsys.log.Error("fs: a write to this file failed; it is not uploaded and keeps its previous content", "key", n.key.get(), "err", n.writeErr)
 	n.writeErr = nil
-	if n.pre.Version == "" { // created in this session
+	// Created in this session: nothing before it (pre is zero, whatever
+	// version string a bucket object may carry).
+	if n.pre == (meta.Entry{}) {
 		n.entry.Local, n.entry.Size = false, 0
 		n.unlinked = true
 		return
@@ -453,10 +459,17 @@ func (n *fileNode) forgetIfNew() {
 	n.mu.Lock()
 	e := n.entry
 	n.mu.Unlock()
-	if !e.Local && !f.wb.Pending(key) {
-		f.untrack(key, n)
-		f.meta.ClearLocal(dir, name)
+	if f.wb.Pending(key) {
+		// The previous commit's content is still the manager's: the
+		// tree shows it again (the abandoned session showed its own).
+		f.trackLocal(n, key, e)
+		return
 	}
+	// The previous content is the bucket's, even for a file written here
+	// before (its upload landed): the tree shows the bucket's entry, and
+	// the node takes it at its next open (settleIfUploaded).
+	f.untrack(key, n)
+	f.meta.ClearLocal(dir, name)
 }
 
 // parentDir returns the inode of the node's directory, if it is known.

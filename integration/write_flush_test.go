@@ -341,18 +341,31 @@ func keptCopies(t *testing.T, cacheDir string) int {
 
 // TestWriteKilledWriter: a writer killed (SIGKILL) halfway through
 // rewriting a file publishes nothing: the previous object stays, in both
-// upload modes, and what it wrote is kept and reported.
+// upload modes, what it wrote is kept and reported, and the mount shows
+// the previous object again, whether it was put in the bucket by someone
+// else or written through the mount itself.
 func TestWriteKilledWriter(t *testing.T) {
 	requireFUSE(t)
 	srv := startMinIO(t)
-	for _, mode := range []string{"sync", "async"} {
-		t.Run(mode, func(t *testing.T) {
+	for _, tc := range []struct{ mode, by string }{
+		{"sync", "bucket"}, {"async", "bucket"}, {"sync", "mount"}, {"async", "mount"},
+	} {
+		mode := tc.mode
+		t.Run(mode+"/"+tc.by, func(t *testing.T) {
 			bucket := srv.newBucket(t)
 			w := srv.writer(t, bucket)
 			old := randData(70, 1<<20)
-			put(t, w, map[string][]byte{"ckpt.bin": old})
+			if tc.by == "bucket" {
+				put(t, w, map[string][]byte{"ckpt.bin": old})
+			}
 			cacheDir := t.TempDir()
 			m := startMount(t, srv, srv.source(bucket, ""), cacheDir, "--upload", mode)
+			if tc.by == "mount" {
+				if err := os.WriteFile(filepath.Join(m.dir, "ckpt.bin"), old, 0o644); err != nil {
+					t.Fatal(err)
+				}
+				runSync(t, m)
+			}
 			src := filepath.Join(t.TempDir(), "src")
 			if err := os.WriteFile(src, randData(71, 20<<20), 0o644); err != nil {
 				t.Fatal(err)
@@ -384,6 +397,36 @@ func TestWriteKilledWriter(t *testing.T) {
 			}
 			if keptCopies(t, cacheDir) == 0 {
 				t.Fatal("what the killed writer wrote was not kept")
+			}
+			// The mount shows the previous object again, and a write after
+			// the failed one builds on it: an append must not turn what
+			// the killed writer left (its O_TRUNC) into the new object.
+			p := filepath.Join(m.dir, "ckpt.bin")
+			if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, old) {
+				t.Fatalf("after the killed rewrite the mount shows %d bytes (want the previous object's %d, equal %v): %v",
+					len(got), len(old), bytes.Equal(got, old), err)
+			}
+			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write([]byte("appended")); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Fatal(err)
+			}
+			want := sha(append(bytes.Clone(old), "appended"...))
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				got, n, err := bucketSHA(t, w, "ckpt.bin")
+				if err == nil && got == want {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the append after the killed rewrite: the bucket holds %d bytes (want %d): %v", n, len(old)+8, err)
+				}
+				time.Sleep(100 * time.Millisecond)
 			}
 		})
 	}

@@ -37,7 +37,12 @@ func (m *Manager) keptDir() string {
 // Keep sets the staged file of key aside instead of uploading it, for why.
 // A previous kept copy of key is replaced. The staging handle is closed.
 func (m *Manager) Keep(key string, st *Staging, why error) {
+	// The file's own size: one the kernel wrote by passthrough never
+	// told the staging handle.
 	size := st.Size()
+	if s, _, err := fileState(st.f); err == nil {
+		size = s
+	}
 	src := st.Path()
 	_, reserved, eager := st.detach()
 	eager.abortAsync()
