@@ -83,8 +83,9 @@ func warmHonours(name string) bool {
 	return warmMountFlags[name] || strings.HasPrefix(name, "shared-cache")
 }
 
-// readList reads --from-list: one path per line; blank lines and lines
-// starting with # are skipped.
+// readList reads --from-list: one path per line, taken as it is (spaces
+// are valid in keys: only a CRLF file's \r is dropped); blank lines and
+// lines starting with # are skipped.
 func readList(name string) ([]string, error) {
 	var r io.Reader = os.Stdin
 	if name != "-" {
@@ -99,8 +100,8 @@ func readList(name string) ([]string, error) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64<<10), 1<<20)
 	for sc.Scan() {
-		l := strings.TrimSpace(sc.Text())
-		if l != "" && !strings.HasPrefix(l, "#") {
+		l := strings.TrimSuffix(sc.Text(), "\r")
+		if strings.TrimSpace(l) != "" && !strings.HasPrefix(l, "#") {
 			out = append(out, l)
 		}
 	}
