@@ -136,14 +136,20 @@ func (c *Cache) Known(dir, name string) (Entry, bool) {
 	return e, found && ok
 }
 
-// staleAnswer finds name in whatever the cache has, fresh or not.
+// staleAnswer finds name in whatever the cache has, fresh or not: the
+// directory's listing or a point lookup of the name, whichever was fetched
+// later. A lookup after the listing expired (a name put in the bucket
+// since, or deleted) is newer news than the listing, and a local edit
+// stamps a point as well, so it wins over the listing it edited.
 func (c *Cache) staleAnswer(dir, name string) (Entry, bool, bool) {
 	ds := c.dir(dir)
-	if cur := ds.current(c); cur != nil {
+	cur := ds.current(c)
+	p, havePoint := c.point(dir + name)
+	if cur != nil && (!havePoint || cur.fetchedAt >= p.fetchedAt) {
 		e, found := c.findIn(ds, cur, name)
 		return e, found, true
 	}
-	if p, ok := c.point(dir + name); ok {
+	if havePoint {
 		return p.e, p.exists, true
 	}
 	return Entry{}, false, false
