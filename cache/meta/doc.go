@@ -47,6 +47,8 @@
 // backend unreachable a lookup answers stale from the newer of the two
 // things the cache may know of the name: its directory's listing or a point
 // lookup of it (point.go, staleAnswer); local edits stamp a point too.
+// Every answer comes with its lease (LookupLease, Reader.Lookup): what is
+// left of the TTL of what it came from, which the kernel keeps it for.
 //
 // Lock order: dirState.persistMu, then Cache.mu, then dirState.mu, then
 // listing.mu (a load that fails takes dirState.mu and Cache.mu one after

@@ -112,3 +112,50 @@ func TestStaleAnswerFollowsLocalEdits(t *testing.T) {
 		}
 	}
 }
+
+// TestLookupLeases: an answer may be kept for what is left of the TTL of
+// what it came from (the kernel's entry timeouts, README: "Staleness is
+// bounded by --metadata-ttl"): a listing loading since its load began, a
+// complete listing since it was fetched, a point lookup since it was
+// made; a stale answer not at all.
+func TestLookupLeases(t *testing.T) {
+	ctx := context.Background()
+	const ttl = time.Minute
+	be := newFake(2, "a", "b", "c", "d")
+	be.gate = make(chan struct{})
+	clk := &testClock{}
+	c := newCache(t, be, openIndex(t, t.TempDir()), ttl, clk)
+	lease := func(name string, want time.Duration) {
+		t.Helper()
+		_, got, err := c.LookupLease(ctx, "", name)
+		if err != nil || got != want {
+			t.Errorf("lease of %s: %v %v, want %v", name, got, err, want)
+		}
+	}
+	r := c.OpenDir(ctx, "")
+	if e, _, err := r.Next(ctx); err != nil || e.Name != "a" {
+		t.Fatalf("first page: %+v %v", e, err)
+	}
+	clk.ns.Add(int64(10 * time.Second)) // the rest of the listing is slow
+	lease("a", ttl-10*time.Second)
+	if _, got, ok := r.Lookup("a"); !ok || got != ttl-10*time.Second {
+		t.Errorf("readdirplus lease of a while loading: %v %v, want %v", got, ok, ttl-10*time.Second)
+	}
+	close(be.gate)
+	readAll(t, c, "")
+	waitCurrent(t, c, "")
+	clk.ns.Add(int64(40 * time.Second)) // the listing is 40 s old
+	lease("b", ttl-40*time.Second)
+	r = c.OpenDir(ctx, "")
+	if e, _, err := r.Next(ctx); err != nil || e.Name != "a" {
+		t.Fatalf("listing: %+v %v", e, err)
+	}
+	if _, got, ok := r.Lookup("a"); !ok || got != ttl-40*time.Second {
+		t.Errorf("readdirplus lease of a: %v %v, want %v", got, ok, ttl-40*time.Second)
+	}
+	clk.ns.Add(int64(ttl)) // expired: a point lookup, just made
+	lease("c", ttl)
+	be.down.Store(true)
+	clk.ns.Add(int64(2 * ttl))
+	lease("c", 0)
+}
