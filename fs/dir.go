@@ -44,7 +44,7 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {
 	defer func(start time.Time) { d.fsys.observe("lookup", start, errno) }(time.Now())
 	d.fsys.stats.Lookups.Add(1)
-	e, err := d.fsys.meta.Lookup(uninterrupted(ctx), d.key.get(), name)
+	e, lease, err := d.fsys.meta.LookupLease(uninterrupted(ctx), d.key.get(), name)
 	if err != nil {
 		if !errors.Is(err, backend.ErrNotExist) {
 			d.fsys.log.Warn("fs: lookup failed", "dir", d.key.get(), "name", name, "err", err)
@@ -52,7 +52,7 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 		return nil, toErrno(err)
 	}
 	fetched := !e.Dir && d.fsys.cacheHead(meta.Join(d.key.get(), e.Name, false), e)
-	ch := d.child(ctx, e, out)
+	ch := d.child(ctx, e, lease, out)
 	if fn, ok := ch.Operations().(*fileNode); ok && fetched {
 		fn.headFetched.Store(true)
 	}
@@ -81,8 +81,9 @@ func (f *FS) cacheHead(key string, e meta.Entry) bool {
 	return f.fetch.Deliver(obj, 0, data)
 }
 
-// child makes (or finds) the inode of entry e and fills out.
-func (d *dirNode) child(ctx context.Context, e meta.Entry, out *fuse.EntryOut) *gofs.Inode {
+// child makes (or finds) the inode of entry e and fills out; the kernel
+// may keep it for what is left of its metadata's TTL (lease).
+func (d *dirNode) child(ctx context.Context, e meta.Entry, lease time.Duration, out *fuse.EntryOut) *gofs.Inode {
 	f := d.fsys
 	var node gofs.InodeEmbedder
 	var attr gofs.StableAttr
@@ -98,8 +99,8 @@ func (d *dirNode) child(ctx context.Context, e meta.Entry, out *fuse.EntryOut) *
 		f.fileAttr(e, &out.Attr)
 	}
 	out.Ino = attr.Ino
-	out.SetEntryTimeout(f.timeout())
-	out.SetAttrTimeout(f.timeout())
+	out.SetEntryTimeout(f.entryTimeout(lease))
+	out.SetAttrTimeout(f.entryTimeout(lease))
 	ch := d.NewInode(ctx, node, attr)
 	if fn, ok := ch.Operations().(*fileNode); ok && !e.Dir { // an existing node knows better
 		fn.attr(&out.Attr)
@@ -166,8 +167,8 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 // Lookup answers readdirplus from the entry just streamed, without another
 // trip to the metadata cache.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
-	if e, ok := h.r.Lookup(name); ok {
-		return h.d.child(ctx, e, out), 0
+	if e, lease, ok := h.r.Lookup(name); ok {
+		return h.d.child(ctx, e, lease, out), 0
 	}
 	return h.d.Lookup(ctx, name, out)
 }

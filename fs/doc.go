@@ -9,7 +9,9 @@
 // Refresh, which also invalidates the kernel's entry) returns a new
 // inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of the
 // old version never serve the new one, and handles opened on the old
-// version keep reading exactly the bytes they opened.
+// version keep reading exactly the bytes they opened. The kernel keeps an
+// entry for what is left of the TTL of the metadata it came from
+// (meta.Cache.LookupLease, FS.entryTimeout), never a whole TTL from now.
 //
 // Read path per open: a fully cached (and verified) object gets a FUSE
 // passthrough handle on its cache file, so the kernel reads the NVMe copy

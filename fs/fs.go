@@ -148,6 +148,18 @@ func (f *FS) timeout() time.Duration {
 	return f.opts.TTL
 }
 
+// entryTimeout is the kernel's entry and attribute timeout for an entry
+// the metadata cache trusts for lease more (meta.Cache.LookupLease): no
+// longer, or a directory listed again and again would renew the kernel's
+// entries of names gone from the bucket past --metadata-ttl. Never 0:
+// go-fuse takes 0 for "the mount's default", a whole TTL.
+func (f *FS) entryTimeout(lease time.Duration) time.Duration {
+	if lease < 0 { // meta.Indefinite
+		return f.timeout()
+	}
+	return max(min(lease, f.timeout()), time.Nanosecond)
+}
+
 // inoOf derives a stable inode number from a node's identity, so the same
 // key and version keep their inode across lookups and remounts.
 func inoOf(kind byte, key, version string) uint64 {

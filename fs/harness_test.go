@@ -200,6 +200,13 @@ func newTestFS(t *testing.T, objs map[string]string) *testFS {
 // newTestFSWith is newTestFS with options changed by mod.
 func newTestFSWith(t *testing.T, objs map[string]string, mod func(*Options)) *testFS {
 	t.Helper()
+	return newTestFSMeta(t, objs, mod, nil)
+}
+
+// newTestFSMeta is newTestFSWith with the metadata cache's options
+// changed by metaMod as well (a test clock, a TTL).
+func newTestFSMeta(t *testing.T, objs map[string]string, mod func(*Options), metaMod func(*meta.Options)) *testFS {
+	t.Helper()
 	be := newMemBackend(objs)
 	eng, err := uring.New(uring.KindPread, uring.DefaultOptions())
 	if err != nil {
@@ -213,7 +220,11 @@ func newTestFSWith(t *testing.T, objs map[string]string, mod func(*Options)) *te
 	if err != nil {
 		t.Fatal(err)
 	}
-	mc := meta.New(be, store.Index(), meta.DefaultOptions())
+	mo := meta.DefaultOptions()
+	if metaMod != nil {
+		metaMod(&mo)
+	}
+	mc := meta.New(be, store.Index(), mo)
 	fetch := prefetch.New(be, prefetch.NewBudget(64<<20, so.BlockSize), prefetch.DefaultOptions())
 	opts := DefaultOptions()
 	opts.DirPrefetch = false

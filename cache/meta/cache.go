@@ -173,6 +173,29 @@ func (c *Cache) fresh(t int64) bool {
 	return c.now().UnixNano()-t < int64(c.opts.TTL)
 }
 
+// lease is how much longer something fetched at t (unix ns) is trusted:
+// Indefinite under an indefinite TTL, else what is left of the TTL (0
+// once it expired). The kernel keeps an entry no longer than that (see
+// LookupLease).
+func (c *Cache) lease(t int64) time.Duration {
+	if c.opts.TTL < 0 {
+		return Indefinite
+	}
+	left := time.Duration(t + int64(c.opts.TTL) - c.now().UnixNano())
+	return min(max(left, 0), c.opts.TTL)
+}
+
+// fetched is when what l holds was fetched, for its lease: fetchedAt, or
+// while it loads (or after it failed) when its load began.
+func (l *listing) fetched() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.fetchedAt != 0 {
+		return l.fetchedAt
+	}
+	return l.started
+}
+
 // warnOnce logs a message once per key (bounded, so a bucket of millions
 // of bad keys cannot grow memory without end).
 func (c *Cache) warnOnce(key, msg string, args ...any) {
@@ -211,15 +234,27 @@ func Parent(key string) (dir, name string) {
 
 // Lookup finds name in directory dir. A missing name is backend.ErrNotExist.
 func (c *Cache) Lookup(ctx context.Context, dir, name string) (Entry, error) {
+	e, _, err := c.LookupLease(ctx, dir, name)
+	return e, err
+}
+
+// LookupLease is Lookup, and how long its answer may be kept without
+// asking again: what is left of the TTL of the listing or point lookup it
+// came from (0 for a stale answer, Indefinite under an indefinite TTL).
+// It bounds the kernel's entry and attribute timeouts: were they a whole
+// TTL, an entry answered from a listing about to expire, and renewed by
+// every readdirplus of it, would outlive the listing by up to a TTL.
+func (c *Cache) LookupLease(ctx context.Context, dir, name string) (Entry, time.Duration, error) {
 	if e, ok := c.localEntry(dir, name); ok {
-		return e, nil
+		// Written here: nothing in the bucket for it to go stale against.
+		return e, c.lease(c.now().UnixNano()), nil
 	}
 	ds := c.dir(dir)
-	if e, found, answered := ds.lookupCached(c, name); answered {
+	if e, found, at, answered := ds.lookupCached(c, name); answered {
 		if !found {
-			return Entry{}, backend.ErrNotExist
+			return Entry{}, c.lease(at), backend.ErrNotExist
 		}
-		return e, nil
+		return e, c.lease(at), nil
 	}
 	return c.pointLookup(ctx, dir, name)
 }

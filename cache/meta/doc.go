@@ -43,7 +43,12 @@
 // A lookup that no listing answers asks the backend about the one name;
 // with Options.HeadBytes it asks with a GET of the object's first bytes
 // (heads.go), and a small file's whole content waits for the caller to
-// take it (TakeHead) and cache it, so its open needs no request.
+// take it (TakeHead) and cache it, so its open needs no request. With the
+// backend unreachable a lookup answers stale from the newer of the two
+// things the cache may know of the name: its directory's listing or a point
+// lookup of it (point.go, staleAnswer); local edits stamp a point too.
+// Every answer comes with its lease (LookupLease, Reader.Lookup): what is
+// left of the TTL of what it came from, which the kernel keeps it for.
 //
 // Lock order: dirState.persistMu, then Cache.mu, then dirState.mu, then
 // listing.mu (a load that fails takes dirState.mu and Cache.mu one after

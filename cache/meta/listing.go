@@ -60,7 +60,10 @@ type listing struct {
 	done      bool
 	err       error
 	fetchedAt int64
-	changed   chan struct{} // closed (and replaced) when entries or done change
+	// started: when its load began (a resumed one: the load it resumes),
+	// which its entries are as old as while it loads (Cache.LookupLease).
+	started int64
+	changed chan struct{} // closed (and replaced) when entries or done change
 
 	indexed   bool        // entries live in the index only
 	count     int64       // entries, for indexed listings
@@ -183,27 +186,28 @@ func (ds *dirState) current(c *Cache) *listing {
 }
 
 // lookupCached answers from a fresh listing, a listing being loaded or a
-// fresh point lookup; answered is false when only the backend can tell.
-func (ds *dirState) lookupCached(c *Cache, name string) (e Entry, found, answered bool) {
+// fresh point lookup, with when the answer was fetched (at); answered is
+// false when only the backend can tell.
+func (ds *dirState) lookupCached(c *Cache, name string) (e Entry, found bool, at int64, answered bool) {
 	if cur := ds.current(c); cur != nil && c.fresh(cur.fetchedAt) {
 		e, found := c.findIn(ds, cur, name)
-		return e, found, true
+		return e, found, cur.fetchedAt, true
 	}
 	ds.mu.Lock()
 	loading := ds.loading
 	ds.mu.Unlock()
 	if loading != nil {
 		if e, ok := loading.find(name); ok {
-			return e, true, true
+			return e, true, loading.fetched(), true
 		}
 		if loading.completeAt(c) {
-			return Entry{}, false, true
+			return Entry{}, false, loading.fetched(), true
 		}
 	}
 	if p, ok := c.point(ds.dir + name); ok && c.fresh(p.fetchedAt) {
-		return p.e, p.exists, true
+		return p.e, p.exists, p.fetchedAt, true
 	}
-	return Entry{}, false, false
+	return Entry{}, false, 0, false
 }
 
 // findIn looks name up in a complete listing.
@@ -233,6 +237,7 @@ func (c *Cache) startLoad(ds *dirState) *listing {
 		}
 	}
 	l := newListing()
+	l.started = c.now().UnixNano()
 	ds.loading = l
 	c.loads.Add(1)
 	go c.load(ds, l)
@@ -251,6 +256,9 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	rp := ds.takeResume(c)
 	if rp != nil {
 		rp.m.emit = emit
+		l.mu.Lock()
+		l.started = rp.started // its first pages are that old
+		l.mu.Unlock()
 		l.appendBatch(rp.entries)
 	} else {
 		rp = &resumePoint{m: newMerger(ds.dir, emit, c.skipKey, c.shadowKey), started: c.now().UnixNano()}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/index"
@@ -44,8 +45,9 @@ func (c *Cache) remember(key string, p pointResult) {
 // pointLookup asks the backend about one name: HEAD of the key and a
 // one-entry LIST of key+"/" at the same time (a directory wins over a file
 // of the same name). When the backend cannot be reached, a stale answer is
-// better than none.
-func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error) {
+// better than none, but not to be kept (its lease is 0). It returns the
+// answer's lease (see LookupLease).
+func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, time.Duration, error) {
 	key := dir + name
 	// Like listing loads, a lookup is not cancelled with its caller: the
 	// kernel interrupts a request whenever the calling thread gets a
@@ -59,11 +61,11 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 		if e, found, ok := c.staleAnswer(dir, name); ok {
 			c.warnOnce("stale\x00"+key, "meta: backend unreachable; serving cached metadata past its TTL", "key", key, "err", err)
 			if !found {
-				return Entry{}, backend.ErrNotExist
+				return Entry{}, 0, backend.ErrNotExist
 			}
-			return e, nil
+			return e, 0, nil
 		}
-		return Entry{}, fmt.Errorf("meta: lookup %q: %w", key, err)
+		return Entry{}, 0, fmt.Errorf("meta: lookup %q: %w", key, err)
 	}
 
 	p := pointResult{fetchedAt: c.now().UnixNano(), exists: isDir || isFile, e: probedEntry(name, info, isDir)}
@@ -77,9 +79,9 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, error
 		c.log.Warn("meta: saving lookup", "key", key, "err", err)
 	}
 	if !p.exists {
-		return Entry{}, backend.ErrNotExist
+		return Entry{}, c.lease(p.fetchedAt), backend.ErrNotExist
 	}
-	return p.e, nil
+	return p.e, c.lease(p.fetchedAt), nil
 }
 
 // probe asks the backend about key: a HEAD (with head, a GET of its first
@@ -136,14 +138,20 @@ func (c *Cache) Known(dir, name string) (Entry, bool) {
 	return e, found && ok
 }
 
-// staleAnswer finds name in whatever the cache has, fresh or not.
+// staleAnswer finds name in whatever the cache has, fresh or not: the
+// directory's listing or a point lookup of the name, whichever was fetched
+// later. A lookup after the listing expired (a name put in the bucket
+// since, or deleted) is newer news than the listing, and a local edit
+// stamps a point as well, so it wins over the listing it edited.
 func (c *Cache) staleAnswer(dir, name string) (Entry, bool, bool) {
 	ds := c.dir(dir)
-	if cur := ds.current(c); cur != nil {
+	cur := ds.current(c)
+	p, havePoint := c.point(dir + name)
+	if cur != nil && (!havePoint || cur.fetchedAt >= p.fetchedAt) {
 		e, found := c.findIn(ds, cur, name)
 		return e, found, true
 	}
-	if p, ok := c.point(dir + name); ok {
+	if havePoint {
 		return p.e, p.exists, true
 	}
 	return Entry{}, false, false

@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/index"
@@ -169,15 +170,19 @@ func (r *Reader) fallback(err error) bool {
 }
 
 // Lookup finds name in the listing this reader streams (readdirplus asks
-// for each entry it has just emitted).
-func (r *Reader) Lookup(name string) (Entry, bool) {
+// for each entry it has just emitted), with the answer's lease: what is
+// left of that listing's TTL (see Cache.LookupLease; 0 once the reader
+// fell back to a stale listing).
+func (r *Reader) Lookup(name string) (Entry, time.Duration, bool) {
 	if e, ok := r.c.localEntry(r.ds.dir, name); ok {
-		return e, true
+		return e, r.c.lease(r.c.now().UnixNano()), true
 	}
+	lease := r.c.lease(r.l.fetched())
 	if r.last.Name == name && name != "" {
-		return r.last, true
+		return r.last, lease, true
 	}
-	return r.inListing(name)
+	e, ok := r.inListing(name)
+	return e, lease, ok
 }
 
 // inListing finds name in the listing being streamed.
