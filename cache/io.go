@@ -56,9 +56,13 @@ func (o *Object) ReadAt(p []byte, off int64) (int, error) {
 		return 0, fmt.Errorf("cache: read %s: %w", st.rec.Key, err)
 	}
 	if n < len(p) { // the file lost bytes behind our back
-		for i := first; i <= last; i++ {
-			st.dropBlock(i)
-		}
+		st.shortRead(fd, first, last)
+		return 0, ErrCorrupt
+	}
+	if !st.present.hasRange(first, last+1) {
+		// Dropped since the check above: by this run's first open of a
+		// file cut short, which then extended it with holes, or by a
+		// concurrent drop. What was read is not the object's.
 		return 0, ErrCorrupt
 	}
 	for i := first; i <= last; i++ {
@@ -118,7 +122,8 @@ func (st *objectState) verifyBlock(i int64, p []byte, off int64) error {
 
 // Verify checks every present block not yet verified during this run
 // (nor trusted from a clean shutdown). Bad blocks are dropped; it reports
-// how many.
+// how many, with the blocks a missing or short cache file lost since the
+// last verify of the object (filecheck.go).
 func (o *Object) Verify() (bad int, err error) { return o.verify(false) }
 
 // Reverify checks every present block, verified before or not: what
@@ -128,6 +133,12 @@ func (o *Object) Reverify() (bad int, err error) { return o.verify(true) }
 
 func (o *Object) verify(all bool) (bad int, err error) {
 	st := o.st
+	// The file's size first: blocks it cannot hold are lost, not read
+	// (as zeros) and found bad one by one.
+	if err := o.CheckFile(); err != nil {
+		return 0, err
+	}
+	defer func() { bad += int(st.lost.Swap(0)) }()
 	for i := range st.nblocks {
 		if !st.present.has(i) || (st.verified.has(i) && !all) {
 			continue

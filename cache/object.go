@@ -36,6 +36,7 @@ type objectState struct {
 	crcs     []atomic.Uint32 // valid where present
 	nPresent atomic.Int64
 	nVerif   atomic.Int64
+	lost     atomic.Int64 // blocks a missing or short cache file dropped, not yet reported by a verify (filecheck.go)
 
 	// Fetched ahead of any reader and not read yet (prefetched.go).
 	prefetched  bitmap
@@ -178,7 +179,7 @@ func (st *objectState) load(k ObjectKey, mustExist bool) error {
 	st.crcs = make([]atomic.Uint32, st.nblocks)
 	st.lastAccess.Store(rec.LastAccess)
 	st.savedAcc.Store(rec.LastAccess)
-	return s.ix.Blocks(st.id, func(i int64, bi index.BlockInfo) error {
+	err = s.ix.Blocks(st.id, func(i int64, bi index.BlockInfo) error {
 		if i >= st.nblocks || int64(bi.Len) != rec.BlockLen(i) {
 			return nil // not ours to trust; it will be refetched
 		}
@@ -191,6 +192,13 @@ func (st *objectState) load(k ObjectKey, mustExist bool) error {
 		}
 		return nil
 	})
+	if err != nil {
+		return err
+	}
+	// Blocks trusted from a clean shutdown are only as good as the file
+	// still holding them (filecheck.go).
+	st.checkPath()
+	return nil
 }
 
 // touch records an access. The index learns of it at most once a minute
@@ -211,6 +219,9 @@ func (st *objectState) touch() {
 }
 
 // fd returns the cache file's descriptor, opening (and sizing) it first.
+// A file missing or shorter than the object would be created or extended
+// with holes that read as zeros: the blocks it lost are dropped first
+// (checkOpen), under st.mu, so no reader gets the descriptor before.
 func (st *objectState) fd() (int, error) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
@@ -228,7 +239,12 @@ func (st *objectState) fd() (int, error) {
 	if err != nil {
 		return -1, fmt.Errorf("cache: open file for %s: %w", st.rec.Key, err)
 	}
-	if fi, err := f.Stat(); err == nil && fi.Size() != st.rec.Size {
+	size, err := st.checkOpen(f)
+	if err != nil {
+		f.Close()
+		return -1, err
+	}
+	if size != st.rec.Size {
 		if err := f.Truncate(st.rec.Size); err != nil {
 			f.Close()
 			return -1, fmt.Errorf("cache: size file for %s: %w", st.rec.Key, err)

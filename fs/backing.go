@@ -6,7 +6,35 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/strata/cache"
 )
+
+// canPassThrough reports whether obj's cache file may be handed to the
+// kernel: every block cached, in a file that still holds them, and
+// verified in this run (or trusted from a clean shutdown). Objects up to
+// VerifyOnOpen are verified here, the others as userspace reads them.
+func (f *FS) canPassThrough(n *fileNode, obj *cache.Object) bool {
+	if !f.passthrough.Load() || !obj.Complete() {
+		return false
+	}
+	// The kernel reads a passed-through file without asking: a cache file
+	// cut short behind our back would read short while stat says the full
+	// size. An fstat finds it; the blocks it lost are dropped and the open
+	// is served from userspace, which fetches them again.
+	if err := obj.CheckFile(); err != nil {
+		f.log.Warn("fs: checking the cache file", "key", n.key.get(), "err", err)
+	}
+	if !obj.Complete() {
+		return false
+	}
+	if !obj.Verified() && obj.Size() <= f.opts.VerifyOnOpen {
+		if _, err := obj.Verify(); err != nil {
+			f.log.Warn("fs: verifying cached file", "key", n.key.get(), "err", err)
+		}
+	}
+	return obj.Verified()
+}
 
 // Backing registers cache files with the kernel as FUSE passthrough
 // backing files (the FUSE_DEV_IOC_BACKING_OPEN and _CLOSE ioctls on the

@@ -162,15 +162,8 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		dir, name := meta.Parent(n.key.get())
 		f.warmer.opened(dir, name)
 	}
-	// Decide passthrough outside the node lock: checking a cached file's
-	// CRCs reads it.
-	canPT := f.passthrough.Load() && obj.Complete()
-	if canPT && !obj.Verified() && obj.Size() <= f.opts.VerifyOnOpen {
-		if _, err := obj.Verify(); err != nil {
-			f.log.Warn("fs: verifying cached file", "key", n.key.get(), "err", err)
-		}
-	}
-	canPT = canPT && obj.Verified()
+	// Decided outside the node lock: checking a cached file's CRCs reads it.
+	canPT := f.canPassThrough(n, obj)
 
 	n.mu.Lock()
 	if canPT {

@@ -63,7 +63,7 @@ func (m *Mounted) KeepRegistered(o *cache.Object) bool {
 		return false
 	}
 	fd, err := o.Fd()
-	if err != nil {
+	if err != nil || !o.Verified() { // this run's first open of a short file drops blocks
 		return false
 	}
 	return m.backing.keep(fd)

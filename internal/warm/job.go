@@ -277,6 +277,11 @@ func (j *Job) hydrate(ctx context.Context, it item) error {
 		return err
 	}
 	defer o.Release()
+	// Blocks a cache file cut short behind the cache's back no longer
+	// holds are not cached: an fstat drops them, and they are fetched.
+	if err := o.CheckFile(); err != nil {
+		return fmt.Errorf("checking the cache file of %s: %w", it.key, err)
+	}
 	seen := o.CachedBytes()
 	j.skipped.Add(seen)
 	j.doneBytes.Add(seen)
