@@ -44,6 +44,9 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {
 	defer func(start time.Time) { d.fsys.observe("lookup", start, errno) }(time.Now())
 	d.fsys.stats.Lookups.Add(1)
+	if errno := checkNames(name); errno != 0 {
+		return nil, errno
+	}
 	e, err := d.fsys.meta.Lookup(uninterrupted(ctx), d.key.get(), name)
 	if err != nil {
 		if !errors.Is(err, backend.ErrNotExist) {
