@@ -29,6 +29,11 @@ var (
 	ErrPreconditionFailed = errors.New("precondition failed")
 	// ErrNotSupported: the backend does not implement an optional operation.
 	ErrNotSupported = errors.New("operation not supported by backend")
+	// ErrInvalidRequest: the backend refused the request itself (HTTP 400
+	// and kin: a key it cannot store, a key too long, an entity too
+	// large): the same request will be refused again, so it is not
+	// retried.
+	ErrInvalidRequest = errors.New("request refused as invalid")
 )
 
 // ObjectInfo describes one object version.

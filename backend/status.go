@@ -3,11 +3,15 @@ package backend
 import "net/http"
 
 // FromHTTPStatus returns the sentinel an HTTP status of a failed request
-// means, or nil when none fits (a 400 for an invalid argument, say). It is
-// the status-only fallback of the S3 and GCS backends, used when the
-// service's own error code did not decide: 404 is ErrNotExist, 401 and 403
-// ErrAccessDenied, 412 ErrPreconditionFailed, and 408, 429 and every 5xx
-// ErrUnavailable (worth retrying, and down once retries are exhausted).
+// means, or nil when none fits. It is the status-only fallback of the S3
+// and GCS backends, used when the service's own error code did not
+// decide: 404 is ErrNotExist, 401 and 403 ErrAccessDenied, 412
+// ErrPreconditionFailed, 408, 429 and every 5xx ErrUnavailable (worth
+// retrying, and down once retries are exhausted), and 400, 405, 411, 413,
+// 414 and 431 ErrInvalidRequest (the request itself is refused: the same
+// one would be refused again). Other 4xx stay unclassified, so writers
+// retry them: 409 is S3's OperationAborted ("a conflicting operation is
+// in progress; try again"), 416 a range a caller checks for itself.
 func FromHTTPStatus(code int) error {
 	switch {
 	case code == http.StatusNotFound:
@@ -18,6 +22,10 @@ func FromHTTPStatus(code int) error {
 		return ErrPreconditionFailed
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
 		return ErrUnavailable
+	case code == http.StatusBadRequest || code == http.StatusMethodNotAllowed || code == http.StatusLengthRequired ||
+		code == http.StatusRequestEntityTooLarge || code == http.StatusRequestURITooLong ||
+		code == http.StatusRequestHeaderFieldsTooLarge:
+		return ErrInvalidRequest
 	}
 	return nil
 }

@@ -44,6 +44,9 @@ func (d *dirNode) Getattr(ctx context.Context, fh gofs.FileHandle, out *fuse.Att
 func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {
 	defer func(start time.Time) { d.fsys.observe("lookup", start, errno) }(time.Now())
 	d.fsys.stats.Lookups.Add(1)
+	if errno := checkNames(name); errno != 0 {
+		return nil, errno
+	}
 	e, lease, err := d.fsys.meta.LookupLease(uninterrupted(ctx), d.key.get(), name)
 	if err != nil {
 		if !errors.Is(err, backend.ErrNotExist) {
@@ -141,6 +144,7 @@ var (
 	_ gofs.FileReaddirenter = (*dirHandle)(nil)
 	_ gofs.FileLookuper     = (*dirHandle)(nil)
 	_ gofs.FileSeekdirer    = (*dirHandle)(nil)
+	_ gofs.FileFsyncdirer   = (*dirHandle)(nil)
 )
 
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
@@ -185,6 +189,28 @@ func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 			break
 		}
 		h.pos++
+	}
+	return 0
+}
+
+// Fsyncdir makes the directory's names as durable as a close is in this
+// mode (writeback.Manager.SyncDir): with --upload sync, every upload
+// committed under it, a renamed file's included, is in the bucket; with
+// --upload async, its renames and deletions are synced in the journal.
+// Creates, mkdir, rmdir, and renames and deletions of uploaded files are
+// bucket requests done before their call returned. Without it the
+// atomic-write pattern (write, fsync, rename, fsync the directory) failed
+// with EOPNOTSUPP.
+func (h *dirHandle) Fsyncdir(ctx context.Context, flags uint32) (errno syscall.Errno) {
+	f := h.d.fsys
+	defer func(start time.Time) { f.observe("fsyncdir", start, errno) }(time.Now())
+	if f.wb == nil {
+		return 0 // read-only: nothing of ours to make durable
+	}
+	dir := h.d.key.get()
+	if err := f.wb.SyncDir(context.WithoutCancel(ctx), dir); err != nil { // as Flush and Fsync
+		f.log.Warn("fs: fsync of a directory failed", "dir", dir, "err", err)
+		return toErrno(err)
 	}
 	return 0
 }

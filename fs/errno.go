@@ -20,6 +20,10 @@ var (
 	// errNotMountUser: a question about the whole mount (user.strata.sync)
 	// from a user who is not root, the mount's user or its files' owner.
 	errNotMountUser = errors.New("fs: only root and the mount's user may ask that")
+	// errNameTooLong: a name over meta.MaxNameLen bytes. The kernel's FUSE
+	// client passes names up to 1024 bytes, but such a key is not a name
+	// in the namespace (a listing skips it), and MinIO refuses it outright.
+	errNameTooLong = errors.New("fs: name longer than 255 bytes")
 )
 
 // errnoTable is the one place where errors become errnos; the first entry
@@ -36,6 +40,7 @@ var errnoTable = []struct {
 	{errNoSuchXattr, syscall.ENODATA},
 	{errXattrNotSupported, syscall.ENOTSUP},
 	{errNotMountUser, syscall.EACCES},
+	{errNameTooLong, syscall.ENAMETOOLONG},
 	{cache.ErrNoSpace, syscall.ENOSPC},
 	{context.Canceled, syscall.EINTR},
 	{context.DeadlineExceeded, syscall.ETIMEDOUT},

@@ -5,6 +5,10 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/strata/backend"
 )
 
 // The bucket of the lookup and readdir tests: ordinary files and
@@ -135,5 +139,40 @@ func TestReaddirMatchesLookup(t *testing.T) {
 				t.Errorf("%q: readdir and lookup disagree on its kind", p)
 			}
 		}
+	}
+}
+
+// TestNamesOverMaxLenRefused: a name over 255 bytes is no name (README
+// "The namespace"): every call that takes one says ENAMETOOLONG before
+// asking the bucket (which fails every request here), even when the
+// bucket holds such a key.
+func TestNamesOverMaxLenRefused(t *testing.T) {
+	f := newTestFS(t, namesBucket)
+	f.dirIno("long") // listed while the bucket still answers
+	f.be.failWith(backend.ErrUnavailable)
+	long := strings.Repeat("n", 256)
+	if _, errno := f.lookup("long/" + long); errno != syscall.ENAMETOOLONG {
+		t.Errorf("lookup of a key with a 256-byte name: %v, want ENAMETOOLONG", errno)
+	}
+	if _, errno := f.lookup(long); errno != syscall.ENAMETOOLONG {
+		t.Errorf("lookup of a 256-byte name: %v, want ENAMETOOLONG", errno)
+	}
+	root := fuse.InHeader{NodeId: rootIno}
+	calls := map[string]fuse.Status{
+		"create": f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Mode: 0o644}, long, &fuse.CreateOut{}),
+		"mkdir":  f.raw.Mkdir(nil, &fuse.MkdirIn{InHeader: root, Mode: 0o755}, long, &fuse.EntryOut{}),
+		"unlink": f.raw.Unlink(nil, &root, long),
+		"rmdir":  f.raw.Rmdir(nil, &root, long),
+		"rename": fuse.Status(f.rename("a.txt", long, 0)),
+	}
+	for op, st := range calls {
+		if syscall.Errno(st) != syscall.ENAMETOOLONG {
+			t.Errorf("%s of a 256-byte name: %v, want ENAMETOOLONG", op, st)
+		}
+	}
+	// 255 bytes is a name (a fresh mount: the failures above opened the
+	// lookup breaker of this one).
+	if _, errno := newTestFS(t, namesBucket).lookup(strings.Repeat("m", 255)); errno != syscall.ENOENT {
+		t.Errorf("lookup of a missing 255-byte name: %v, want ENOENT", errno)
 	}
 }

@@ -23,11 +23,27 @@ var (
 	_ gofs.NodeSetattrer = (*dirNode)(nil)
 )
 
+// checkNames refuses, with ENAMETOOLONG, a name over meta.MaxNameLen
+// bytes, before anything is asked of the bucket: a listing would skip
+// such a key (so the file would vanish at the next mount), and S3-like
+// stores may refuse it outright, leaving an upload that can never land.
+func checkNames(names ...string) syscall.Errno {
+	for _, n := range names {
+		if len(n) > meta.MaxNameLen {
+			return toErrno(errNameTooLong)
+		}
+	}
+	return 0
+}
+
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *gofs.Inode, _ gofs.FileHandle, _ uint32, errno syscall.Errno) {
 	f := d.fsys
 	defer func(start time.Time) { f.observe("create", start, errno) }(time.Now())
 	if f.wb == nil {
 		return nil, nil, 0, syscall.EROFS
+	}
+	if errno := checkNames(name); errno != 0 {
+		return nil, nil, 0, errno
 	}
 	key := d.key.get() + name
 	st, err := f.wb.NewStaging(key)
@@ -68,6 +84,9 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	if f.wb == nil {
 		return nil, syscall.EROFS
 	}
+	if errno := checkNames(name); errno != 0 {
+		return nil, errno
+	}
 	key := d.key.get() + name + "/"
 	// Object stores have no directories: a zero-byte "name/" marker keeps
 	// an empty one in the tree (as the S3 console and gcsfuse do).
@@ -89,6 +108,9 @@ func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno)
 	defer func(start time.Time) { f.observe("unlink", start, errno) }(time.Now())
 	if f.wb == nil {
 		return syscall.EROFS
+	}
+	if errno := checkNames(name); errno != 0 {
+		return errno
 	}
 	key := d.key.get() + name
 	if ch := d.GetChild(name); ch != nil {
@@ -137,6 +159,9 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) 
 	defer func(start time.Time) { f.observe("rmdir", start, errno) }(time.Now())
 	if f.wb == nil {
 		return syscall.EROFS
+	}
+	if errno := checkNames(name); errno != 0 {
+		return errno
 	}
 	prefix := d.key.get() + name + "/"
 	empty, err := f.dirEmpty(ctx, prefix)
@@ -194,6 +219,9 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	defer func(start time.Time) { f.observe("rename", start, errno) }(time.Now())
 	if f.wb == nil {
 		return syscall.EROFS
+	}
+	if errno := checkNames(name, newName); errno != 0 {
+		return errno
 	}
 	nd, ok := newParent.(*dirNode)
 	if !ok || flags&renameExchange != 0 {

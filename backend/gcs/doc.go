@@ -37,8 +37,10 @@
 // are wrapped "gcs: op key: sentinel: cause": 404 object → ErrNotExist,
 // 404 bucket → ErrNoBucket (List, Check, Put; a Stat or read cannot tell
 // and says ErrNotExist), 401/403 and refused credentials →
-// ErrAccessDenied, 412 → ErrPreconditionFailed, exhausted retries and
-// network failures → ErrUnavailable. The caller's own cancellation is
+// ErrAccessDenied, 412 → ErrPreconditionFailed, 400 (an invalid object
+// name...) → ErrInvalidRequest, except a checksum mismatch (damaged in
+// transit, worth another attempt), exhausted retries and network
+// failures → ErrUnavailable. The caller's own cancellation is
 // returned as the context error, not as a backend failure.
 //
 // # Writes

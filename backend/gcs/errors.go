@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strings"
 
 	"cloud.google.com/go/auth"
 	"cloud.google.com/go/storage"
@@ -46,7 +47,7 @@ func wrap(ctx context.Context, op, key string, err error) error {
 // err's chain (put there by a caller that knew better) wins.
 var sentinels = []error{
 	backend.ErrNoBucket, backend.ErrVersionChanged, backend.ErrNotExist, backend.ErrAccessDenied,
-	backend.ErrPreconditionFailed, backend.ErrUnavailable,
+	backend.ErrPreconditionFailed, backend.ErrUnavailable, backend.ErrInvalidRequest,
 }
 
 // classify returns the sentinel for err, or nil when none fits (a 400
@@ -66,6 +67,9 @@ func classify(err error) error {
 		return backend.ErrUnavailable
 	}
 	if code := httpCode(err); code != 0 {
+		if code == http.StatusBadRequest && checksumMismatch(err) {
+			return nil // damaged on the way: a writer sends it again
+		}
 		return backend.FromHTTPStatus(code)
 	}
 	if code := authCode(err); code != 0 {
@@ -87,6 +91,22 @@ func httpCode(err error) int {
 		return ge.Code
 	}
 	return 0
+}
+
+// checksumMismatch reports a 400 for an upload whose CRC32C (or MD5) did
+// not match what GCS received: the bytes were damaged in transit, which a
+// second attempt can get past, unlike the other 400s (an invalid object
+// name, say) that fail the same way each time.
+func checksumMismatch(err error) bool {
+	var ge *googleapi.Error
+	if !errors.As(err, &ge) {
+		return false
+	}
+	msg := ge.Message
+	for _, it := range ge.Errors {
+		msg += " " + it.Message
+	}
+	return strings.Contains(msg, "doesn't match calculated") || strings.Contains(msg, "does not match calculated")
 }
 
 // authCode is the status of a failed token exchange, 0 if err is not one.

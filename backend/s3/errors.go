@@ -44,6 +44,15 @@ func classify(err error) error {
 			"Throttling", "ThrottlingException", "RequestThrottled", "TooManyRequests",
 			"XMinioServerNotInitialized", "XMinioStorageFull":
 			return backend.ErrUnavailable
+		case "IncompleteBody", "BadDigest", "XAmzContentSHA256Mismatch", "InvalidPart":
+			// 400s that a second attempt can pass: the body was cut or
+			// damaged on the way (the checksums caught it), or a part of a
+			// multipart upload went missing (a new attempt sends its parts
+			// again). Left unclassified, so that a writer retries them;
+			// every other 400 (XMinioInvalidObjectName, KeyTooLongError,
+			// EntityTooLarge...) is ErrInvalidRequest below, and fails the
+			// same way however often it is sent.
+			return nil
 		}
 	}
 	if status := httpStatus(err); status != 0 {

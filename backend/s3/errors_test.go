@@ -62,7 +62,21 @@ func TestClassify(t *testing.T) {
 		{"attempt timeouts exhausted", &retry.MaxAttemptsError{Attempt: 3, Err: &attemptTimeoutError{d: time.Second}}, backend.ErrUnavailable},
 		{"caller cancelled", &smithy.CanceledError{Err: context.Canceled}, nil},
 		{"caller deadline", fmt.Errorf("op: %w", context.DeadlineExceeded), nil},
-		{"bad request", httpErr(400, "InvalidArgument"), nil},
+		// A request the service refuses as such fails the same way again.
+		{"MinIO invalid object name", httpErr(400, "XMinioInvalidObjectName"), backend.ErrInvalidRequest},
+		{"S3 key too long", httpErr(400, "KeyTooLongError"), backend.ErrInvalidRequest},
+		{"bad request", httpErr(400, "InvalidArgument"), backend.ErrInvalidRequest},
+		{"HEAD 400 without body", httpErr(400, ""), backend.ErrInvalidRequest},
+		{"entity too large", httpErr(400, "EntityTooLarge"), backend.ErrInvalidRequest},
+		{"414", httpErr(414, ""), backend.ErrInvalidRequest},
+		// 400s that a second attempt can pass: the body was damaged or
+		// cut in transit, or a part went missing.
+		{"IncompleteBody", httpErr(400, "IncompleteBody"), nil},
+		{"BadDigest", httpErr(400, "BadDigest"), nil},
+		{"XAmzContentSHA256Mismatch", httpErr(400, "XAmzContentSHA256Mismatch"), nil},
+		{"InvalidPart", httpErr(400, "InvalidPart"), nil},
+		{"RequestTimeout is a 400", httpErr(400, "RequestTimeout"), backend.ErrUnavailable},
+		{"OperationAborted", httpErr(409, "OperationAborted"), nil},
 		{"416", httpErr(416, "InvalidRange"), nil},
 		{"plain error", errors.New("something"), nil},
 	}

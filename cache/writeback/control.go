@@ -3,11 +3,13 @@ package writeback
 import (
 	"context"
 	"errors"
+	"fmt"
 	"path/filepath"
+	"sort"
+	"strings"
+	"time"
 
 	"github.com/stratafs/strata/cache/index"
-	"sort"
-	"time"
 )
 
 // Cancel forgets every pending upload of key (the file was deleted before
@@ -155,6 +157,41 @@ func (m *Manager) WaitKey(ctx context.Context, key string) error {
 	var first error
 	for _, j := range js {
 		if err := j.Wait(ctx); err != nil && first == nil {
+			first = err
+		}
+	}
+	return first
+}
+
+// SyncDir is fsync(2) of the directory prefix: it makes the names under
+// it as durable as a close is in this mode. Renames and deletions of
+// files not yet uploaded are journal rewrites that are durable against a
+// crash of the process only, so the journal is synced first (async mode
+// promises no more: those uploads go up later, from the journal, after a
+// crash of the machine too). In sync mode it then waits for every upload
+// committed under prefix (a renamed file's, a retried one's), so that the
+// bucket holds the directory as the calls left it; it returns the error
+// of one that failed. Files still open for writing (held) are not waited
+// for: their own close publishes them.
+func (m *Manager) SyncDir(ctx context.Context, prefix string) error {
+	if err := m.ix.Sync(); err != nil {
+		return fmt.Errorf("writeback: sync the journal for %q: %w", prefix, err)
+	}
+	if m.opts.Mode != Sync {
+		return nil
+	}
+	m.mu.Lock()
+	var js []*Job
+	for j := range m.jobs {
+		if !j.held && j.dropped == nil && strings.HasPrefix(j.rec.Key, prefix) {
+			js = append(js, j)
+		}
+	}
+	m.mu.Unlock()
+	var first error
+	for _, j := range js {
+		// A file deleted meanwhile is as the calls left it.
+		if err := j.Wait(ctx); err != nil && !errors.Is(err, errCancelled) && first == nil {
 			first = err
 		}
 	}

@@ -115,10 +115,16 @@ func (j *Job) settle(err error) {
 	}
 }
 
-// permanent reports errors no retry can fix.
+// permanent reports errors no retry can fix: a conflict, refused
+// credentials, no bucket, and a request the backend refuses as such
+// (ErrInvalidRequest: a key it cannot store, say), which would otherwise
+// be sent again every RetryMax for ever and keep sync waiting. The
+// backends leave the 400s a new attempt can pass (a body damaged in
+// transit) unclassified, so they are retried.
 func permanent(err error) bool {
 	return errors.Is(err, backend.ErrPreconditionFailed) || errors.Is(err, backend.ErrAccessDenied) ||
-		errors.Is(err, backend.ErrNoBucket) || errors.Is(err, backend.ErrNotSupported)
+		errors.Is(err, backend.ErrNoBucket) || errors.Is(err, backend.ErrNotSupported) ||
+		errors.Is(err, backend.ErrInvalidRequest)
 }
 
 // dispatch starts runnable jobs: the oldest job of each key, within the

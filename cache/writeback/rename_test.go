@@ -1,8 +1,12 @@
 package writeback
 
 import (
+	"bytes"
 	"context"
 	"testing"
+	"time"
+
+	"github.com/stratafs/strata/backend"
 )
 
 // TestRenameWhileWritingClearsTheLocalEntry: a file renamed while it is
@@ -34,5 +38,48 @@ func TestRenameWhileWritingClearsTheLocalEntry(t *testing.T) {
 	}
 	if _, local := e.local.Load("new"); local {
 		t.Fatal("the uploaded file's entry is still local: its write session is counted under the new name forever")
+	}
+}
+
+// TestSyncDirWaitsForRenamedUploads: fsync of a directory (SyncDir) in
+// sync mode returns once the uploads under it are in the bucket: here a
+// file whose upload failed, then renamed, is in the bucket under its new
+// name when SyncDir returns. In async mode it returns with the upload
+// still pending: the journal, synced, is its durability.
+func TestSyncDirWaitsForRenamedUploads(t *testing.T) {
+	b := newBucket()
+	e := newEnv(t, Sync, b, "")
+	b.setFail(backend.ErrUnavailable)
+	data := []byte("written, failed, renamed, then fsync(dir)")
+	if _, err := e.m.Commit(context.Background(), "d/tmp", e.stage(t, data), backend.VersionAbsent, 1); err == nil {
+		t.Fatal("the upload succeeded against a failing bucket")
+	}
+	if _, err := e.m.Rekey("d/tmp", "d/final", ""); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(100 * time.Millisecond)
+		b.setFail(nil)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.m.SyncDir(ctx, "d/"); err != nil {
+		t.Fatalf("SyncDir: %v", err)
+	}
+	if got, ok := b.get("d/final"); !ok || !bytes.Equal(got, data) {
+		t.Fatalf("SyncDir returned before the renamed file was in the bucket: %q %v", got, ok)
+	}
+
+	a := newEnv(t, Async, newBucket(), "")
+	a.bucket.gate = make(chan struct{}) // no upload completes
+	defer close(a.bucket.gate)
+	if _, err := a.m.Commit(context.Background(), "d/x", a.stage(t, data), backend.VersionAbsent, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.m.SyncDir(ctx, "d/"); err != nil {
+		t.Fatalf("async SyncDir: %v", err)
+	}
+	if !a.m.Pending("d/x") {
+		t.Fatal("async SyncDir waited for the upload")
 	}
 }

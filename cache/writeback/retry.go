@@ -58,7 +58,7 @@ func (m *Manager) probe(key string) {
 func answered(err error) bool {
 	return err == nil || errors.Is(err, backend.ErrNotExist) || errors.Is(err, backend.ErrAccessDenied) ||
 		errors.Is(err, backend.ErrNoBucket) || errors.Is(err, backend.ErrPreconditionFailed) ||
-		errors.Is(err, backend.ErrVersionChanged)
+		errors.Is(err, backend.ErrVersionChanged) || errors.Is(err, backend.ErrInvalidRequest)
 }
 
 // backendAnsweredLocked ends the backoff of every waiting upload. Caller

@@ -3,6 +3,9 @@ package writeback
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -43,5 +46,41 @@ func TestBackoffEndsWhenTheBackendAnswers(t *testing.T) {
 	}
 	if got, ok := b.get("k"); !ok || !bytes.Equal(got, data) {
 		t.Fatalf("bucket holds %q %v", got, ok)
+	}
+}
+
+// TestInvalidRequestFailsForGood: an upload the backend refuses as
+// invalid (MinIO's 400 XMinioInvalidObjectName, S3's KeyTooLongError) is
+// not retried: it fails for good after one attempt, keeps its staged
+// copy, is listed as failed, and sync (WaitAll) ends and reports it
+// instead of waiting for ever.
+func TestInvalidRequestFailsForGood(t *testing.T) {
+	b := newBucket()
+	refused := fmt.Errorf("s3: put k: %w: %w", backend.ErrInvalidRequest, errors.New("api error XMinioInvalidObjectName"))
+	b.setFail(refused)
+	e := newEnv(t, Async, b, "")
+	data := []byte("a key the bucket refuses")
+	j, err := e.m.Commit(context.Background(), "k", e.stage(t, data), backend.VersionAbsent, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := j.Wait(ctx); !errors.Is(err, backend.ErrInvalidRequest) {
+		t.Fatalf("the upload ended with %v; want it failed for good with ErrInvalidRequest", err)
+	}
+	s, err := e.m.WaitAll(ctx)
+	if err != nil || len(s.Failed) != 1 || s.Failed[0].Key != "k" || s.Pending != 0 {
+		t.Fatalf("sync: %+v, %v; want k reported failed, nothing pending", s, err)
+	}
+	if kept, err := os.ReadFile(s.Failed[0].Staging); err != nil || !bytes.Equal(kept, data) {
+		t.Fatalf("the staged copy is not kept: %v", err)
+	}
+	time.Sleep(200 * time.Millisecond) // retries are 10-50 ms apart here
+	if n := b.puts.Load(); n != 1 {
+		t.Fatalf("%d attempts; a refused request must not be sent again", n)
+	}
+	if us := e.m.Uploads(); len(us) != 1 || us[0].State != StateFailed {
+		t.Fatalf("uploads: %+v; want k failed", us)
 	}
 }
