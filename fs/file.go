@@ -234,15 +234,7 @@ func (n *fileNode) waitWritersReleasedLocked() {
 	if n.usGone == nil {
 		n.usGone = make(chan struct{})
 	}
-	gone := n.usGone
-	n.mu.Unlock()
-	t := time.NewTimer(releaseWait)
-	select { // not cut short by the caller's signals: bounded instead
-	case <-gone:
-	case <-t.C:
-	}
-	t.Stop()
-	n.mu.Lock()
+	n.awaitReleaseLocked(n.usGone)
 }
 
 // waitReadersReleasedLocked waits, up to releaseWait, until the node has
@@ -259,7 +251,13 @@ func (n *fileNode) waitReadersReleasedLocked() {
 	if n.ptGone == nil {
 		n.ptGone = make(chan struct{})
 	}
-	gone := n.ptGone
+	n.awaitReleaseLocked(n.ptGone)
+}
+
+// awaitReleaseLocked waits, up to releaseWait, for gone to be closed.
+// Caller holds n.mu; it is released while waiting and held again on
+// return.
+func (n *fileNode) awaitReleaseLocked(gone chan struct{}) {
 	n.mu.Unlock()
 	t := time.NewTimer(releaseWait)
 	select { // not cut short by the caller's signals: bounded instead

@@ -154,16 +154,7 @@ func TestFailedListingRestartsWhenStale(t *testing.T) {
 				c.Upsert("d/", Entry{Name: "new", Size: 1, Version: "v1"})
 				want = append(slices.Clone(want), "new")
 			}
-			got, err := readDir(c, "d/")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, want) {
-				t.Fatalf("got %v\nwant %v", got, want)
-			}
-			if tokens := be.tokens("d/"); len(tokens) < 4 || tokens[3] != "" {
-				t.Fatalf("the second load resumed a stale listing (tokens %q)", tokens)
-			}
+			requireRestarted(t, c, be, want)
 		})
 	}
 }
@@ -190,6 +181,13 @@ func TestFailedListingKeptWithinMaxEntries(t *testing.T) {
 	if held != 0 {
 		t.Fatalf("%d entries kept for a resume, past MaxEntries %d", held, o.MaxEntries)
 	}
+	requireRestarted(t, c, be, want)
+}
+
+// requireRestarted reads d/ again and fails unless it holds want and its
+// load started over from the first page.
+func requireRestarted(t *testing.T, c *Cache, be *fakeBackend, want []string) {
+	t.Helper()
 	got, err := readDir(c, "d/")
 	if err != nil {
 		t.Fatal(err)
@@ -198,6 +196,6 @@ func TestFailedListingKeptWithinMaxEntries(t *testing.T) {
 		t.Fatalf("got %v\nwant %v", got, want)
 	}
 	if tokens := be.tokens("d/"); len(tokens) < 4 || tokens[3] != "" {
-		t.Fatalf("the second load resumed (tokens %q)", tokens)
+		t.Fatalf("the second load resumed instead of starting over (tokens %q)", tokens)
 	}
 }
