@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bufio"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -102,5 +103,50 @@ func TestRemountWhileDraining(t *testing.T) {
 	defer unmountAndWait(t, m.dir, m.cacheDir)
 	if _, err := os.Stat(filepath.Join(m.dir, "new")); err != nil {
 		t.Errorf("the file written before the remount: %v", err)
+	}
+}
+
+// TestRemountAfterLazyUnmountWithAFileOpen: `umount -l` while a process
+// holds a file open leaves the old daemon serving that file. Mounting the
+// same cache dir again says so (not "finishing 0 uploads"), waits, and
+// goes on once the file is closed.
+func TestRemountAfterLazyUnmountWithAFileOpen(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	put(t, srv.writer(t, bucket), map[string][]byte{"f": []byte("data")})
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	f, err := os.Open(filepath.Join(m.dir, "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	oldPID := m.pid
+	if out, err := exec.Command("umount", "-l", m.dir).CombinedOutput(); err != nil {
+		t.Fatalf("umount -l: %v %s", err, out)
+	}
+	m.pid = 0
+	defer func() { _ = syscall.Kill(oldPID, syscall.SIGKILL) }() // gone once f is closed
+
+	cmd := exec.Command(testserver.Binary(t, "strata"), m.args...)
+	cmd.Env = m.env
+	stderr, _ := cmd.StderrPipe()
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	line, _ := bufio.NewReader(stderr).ReadString('\n')
+	if !strings.Contains(line, "a previous Strata mount") || !strings.Contains(line, "open in it") || strings.Contains(line, "finishing 0 uploads") {
+		_ = cmd.Process.Kill() // the test fails either way
+		_ = cmd.Wait()
+		t.Fatalf("first line of the new mount: %q", line)
+	}
+	f.Close() // the old daemon's last file: it exits, and the new mount goes on
+	rest, _ := io.ReadAll(stderr)
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("the waiting mount failed: %v %s", err, rest)
+	}
+	defer unmountAndWait(t, m.dir, m.cacheDir)
+	if b, err := os.ReadFile(filepath.Join(m.dir, "f")); err != nil || string(b) != "data" {
+		t.Fatalf("read through the new mount: %q %v", b, err)
 	}
 }

@@ -169,8 +169,8 @@ func CheckCacheFree(cacheDir string, wait time.Duration) error {
 		}
 		return fmt.Errorf("--cache-dir %s is in use by %s; each mount needs its own cache dir", cacheDir, what)
 	}
-	fmt.Fprintf(os.Stderr, "strata: a previous Strata mount of %s (pid %d, unmounted from %s) is finishing %d uploads; waiting for it to exit (Ctrl-C stops waiting; its uploads go on)\n",
-		cmp.Or(s.Source, cacheDir), pid, holderMnt, s.PendingUploads)
+	fmt.Fprintf(os.Stderr, "strata: a previous Strata mount of %s (pid %d, unmounted from %s) %s; waiting for it to exit (Ctrl-C stops waiting; its uploads go on)\n",
+		cmp.Or(s.Source, cacheDir), pid, holderMnt, whyRunning(s.PendingUploads, holderMnt))
 	deadline := time.Now().Add(wait)
 	for time.Now().Before(deadline) {
 		if cache.LockHolder(cacheDir) == "" {
@@ -178,7 +178,18 @@ func CheckCacheFree(cacheDir string, wait time.Duration) error {
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Errorf("a previous Strata mount (pid %d) is still finishing %d uploads with --cache-dir %s; wait for it (see its log) or mount with another --cache-dir", pid, s.PendingUploads, cacheDir)
+	return fmt.Errorf("a previous Strata mount (pid %d) with --cache-dir %s %s; wait for it (see its log) or mount with another --cache-dir", pid, cacheDir, whyRunning(s.PendingUploads, holderMnt))
+}
+
+// whyRunning says what keeps an unmounted daemon running: its uploads, or,
+// with none left, a file still open in it (`umount -l` detaches the mount
+// from the tree, not the files open in it, and the daemon serves them
+// until they are closed).
+func whyRunning(pending int, mnt string) string {
+	if pending > 0 {
+		return fmt.Sprintf("is finishing %d uploads", pending)
+	}
+	return fmt.Sprintf("has no upload left but is still serving a file or directory open in it (after `umount -l`, a process that still has one open, or its working directory there: `ls -l /proc/*/fd /proc/*/cwd | grep %s` finds it)", mnt)
 }
 
 // RecoverDeadMount detaches a dead Strata mount at mnt (its daemon is
