@@ -69,6 +69,11 @@ type liveWrite struct {
 	file *os.File       // our descriptor on the staging file, valid after its commit
 	job  *writeback.Job // the live commit, once a close made one (guarded by mu)
 	gen  uint64         // ptWriters.lowGen when the session began
+	// The latest fsync's upload of a copy of the file, before any close
+	// committed it, and the file's stamp as that copy took it (ptsync.go).
+	// Guarded by mu.
+	synced    fileStamp
+	syncedJob *writeback.Job
 }
 
 // state returns the staged file's size and mtime.
@@ -256,59 +261,6 @@ func (n *fileNode) truncateLive(lw *liveWrite, size int64) error {
 	return nil
 }
 
-// syncLive is an fsync of a file written by passthrough. The kernel goes
-// on writing its staging file, so that file cannot be handed over for
-// upload: a copy of it is (a reflink where the cache filesystem has
-// them), and fsync waits for that upload. After a close of a descriptor
-// that was not the last (a dup), the file is already journaled as a held
-// upload, and the fsync only makes it durable: its upload waits for the
-// last close.
-func (n *fileNode) syncLive(ctx context.Context, lw *liveWrite) error {
-	f := n.fsys
-	lw.mu.Lock()
-	n.mu.Lock()
-	current := n.live == lw
-	n.mu.Unlock()
-	if !current || lw.job != nil {
-		defer lw.mu.Unlock()
-		if !current {
-			return nil
-		}
-		return f.wb.Restage(ctx, lw.job)
-	}
-	key := n.key.get()
-	n.sessMu.RLock() // as a write: no commit takes the session meanwhile
-	size, mtime, err := lw.state()
-	var cp *writeback.Staging
-	if err == nil {
-		cp, err = f.wb.NewStagingCopy(key, lw.file, size)
-	}
-	n.sessMu.RUnlock()
-	if err != nil {
-		lw.mu.Unlock()
-		return err
-	}
-	n.mu.Lock()
-	base := n.base
-	if v, ok := n.last.Landed(); base == "" && ok {
-		base = v
-	}
-	j, err := f.wb.Register(key, cp, base, mtime, false)
-	if err == nil {
-		n.base, n.last = "", j // the file's next commit follows this one
-	}
-	n.mu.Unlock()
-	lw.mu.Unlock()
-	if err != nil {
-		cp.Discard()
-		return err
-	}
-	if err := f.wb.Journal(ctx, j); err != nil {
-		return err
-	}
-	return f.wb.WaitJob(ctx, j)
-}
-
 // publishLive journals the file as it stands at a writer's close (or
 // fsync): the first time as a live commit, afterwards by Restage.
 func (n *fileNode) publishLive(ctx context.Context, lw *liveWrite) error {
@@ -333,6 +285,10 @@ func (n *fileNode) publishLive(ctx context.Context, lw *liveWrite) error {
 			n.mu.Unlock()
 			n.fsys.trackLocal(n, n.key.get(), e)
 		}
+		return nil
+	}
+	if s, ok := n.unchangedSinceSyncLocked(lw); ok {
+		n.setEntryStamp(s) // nothing new since the fsync's upload
 		return nil
 	}
 	j, err := n.commitSession(ctx, lw)
@@ -361,6 +317,10 @@ func (n *fileNode) finishLive(lw *liveWrite) {
 		n.fail(errDiskNearlyFull)
 	}
 	key := n.key.get()
+	if s, ok := n.unchangedSinceSyncLocked(lw); ok {
+		n.endUnchangedSession(s) // the fsync's upload sent all of it
+		return
+	}
 	if lw.job == nil {
 		// Not committed by a close (none came, or it failed): as a
 		// userspace session's late commit.

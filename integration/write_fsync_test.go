@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 )
 
@@ -45,6 +46,112 @@ func TestEveryFsyncUploads(t *testing.T) {
 			if err := f.Close(); err != nil {
 				t.Fatal(err)
 			}
+		})
+	}
+}
+
+// TestCloseAfterFsyncUploadsNothingNew: a close that follows an fsync with
+// no write in between carries no new data, so it uploads nothing (issue
+// #13: "never an upload for a FLUSH that carries no new data"), in both
+// modes: the common atomic save (write, fsync, close, rename) sends the
+// file once. A write between the fsync and the close, even in place at
+// the same size, is uploaded.
+func TestCloseAfterFsyncUploadsNothingNew(t *testing.T) {
+	requireFUSE(t)
+	t.Parallel()
+	srv := startMinIO(t)
+	for _, mode := range []string{"async", "sync"} {
+		t.Run(mode, func(t *testing.T) {
+			t.Parallel()
+			bucket := srv.newBucket(t)
+			w := srv.writer(t, bucket)
+			addr := metricsAddr(t)
+			m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", mode, "--metrics-addr", addr)
+			puts := func() float64 {
+				if out, errOut, err := runStrata(t, srv, "sync", m.dir); err != nil {
+					t.Fatalf("strata sync: %v\n%s%s", err, out, errOut)
+				}
+				return metric(scrape(t, addr), "strata_backend_requests_total", map[string]string{"op": "put", "status": "ok"})
+			}
+			// As Python writes ("wb"), so that async takes the passthrough path.
+			save := func(name string, data []byte, after func(f *os.File)) {
+				f, err := os.OpenFile(filepath.Join(m.dir, name), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.Write(data); err != nil {
+					t.Fatal(err)
+				}
+				if err := f.Sync(); err != nil {
+					t.Fatal(err)
+				}
+				after(f)
+				if err := f.Close(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			inBucket := func(key string, want []byte) {
+				t.Helper()
+				if got, n, err := bucketSHA(t, w, key); err != nil || got != sha(want) {
+					t.Fatalf("the bucket's %s: %d bytes, equal %v, %v (want the %d written)", key, n, got == sha(want), err, len(want))
+				}
+			}
+			before := puts()
+
+			data := randData(71, 3<<20)
+			save("tmp.bin", data, func(*os.File) {})
+			if got := puts() - before; got != 1 {
+				t.Errorf("write, fsync, close sent %v PUTs; want 1 (the close added nothing to the fsync's upload)", got)
+			}
+			inBucket("tmp.bin", data)
+			if err := os.Rename(filepath.Join(m.dir, "tmp.bin"), filepath.Join(m.dir, "final.bin")); err != nil {
+				t.Fatal(err)
+			}
+			if got := puts() - before; got != 1 {
+				t.Errorf("the rename of a file already in the bucket sent %v PUTs in all; want 1 (a server-side copy)", got)
+			}
+			inBucket("final.bin", data)
+			if got, err := os.ReadFile(filepath.Join(m.dir, "final.bin")); err != nil || sha(got) != sha(data) {
+				t.Fatalf("the mount's final.bin: %d bytes, equal %v, %v", len(got), sha(got) == sha(data), err)
+			}
+
+			// A close of a dup after the fsync is not the last: the
+			// writes after it are uploaded at the last close, once.
+			before = puts()
+			more := randData(73, 1<<20)
+			save("dup.bin", data, func(f *os.File) {
+				if err := f.Sync(); err != nil { // a second fsync with nothing new
+					t.Fatal(err)
+				}
+				fd, err := syscall.Dup(int(f.Fd()))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if err := syscall.Close(fd); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := f.Write(more); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if got := puts() - before; got != 2 {
+				t.Errorf("write, fsync, fsync, close of a dup, write, close sent %v PUTs; want 2", got)
+			}
+			inBucket("dup.bin", append(append([]byte{}, data...), more...))
+
+			// A write after the fsync, in place and at the same size,
+			// is new data: the close uploads it.
+			before = puts()
+			changed := randData(72, 3<<20)
+			save("changed.bin", data, func(f *os.File) {
+				if _, err := f.WriteAt(changed[:4096], 0); err != nil {
+					t.Fatal(err)
+				}
+			})
+			if got := puts() - before; got != 2 {
+				t.Errorf("write, fsync, write, close sent %v PUTs; want 2", got)
+			}
+			inBucket("changed.bin", append(append([]byte{}, changed[:4096]...), data[4096:]...))
 		})
 	}
 }

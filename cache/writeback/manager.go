@@ -101,6 +101,9 @@ type Manager struct {
 	lastProbe time.Time
 	closed    bool
 
+	fineOnce sync.Once // FineTimestamps probes once
+	fine     bool
+
 	eagerMu sync.Mutex                // a leaf: guards eagers
 	eagers  map[*eagerUpload]struct{} // eager uploads not finished or aborted
 }
