@@ -59,6 +59,12 @@ func daemonize(args []string, logFile string) error {
 			return nil
 		}
 		if msg, ok := strings.CutPrefix(s, "error "); ok {
+			// Let it exit first: the caller may remove the cache dir it
+			// created for this mount, which the child still has open.
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+			}
 			return errors.New(msg)
 		}
 		err := <-exited

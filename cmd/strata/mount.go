@@ -40,7 +40,17 @@ the background (--foreground stays attached). Unmount with: umount MOUNTPOINT`,
 	return cmd
 }
 
-func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool) error {
+func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool) (err error) {
+	// A mount refused before it is ready removes the cache dir it created
+	// (with its parents): bad input changes nothing on the disk.
+	if s, perr := config.ParseSource(source); perr == nil && mount.ResolveCacheDir(cfg, s) == nil {
+		made := mount.PlanDirs(cfg.CacheDir)
+		defer func() {
+			if err != nil {
+				made.Undo()
+			}
+		}()
+	}
 	src, mnt, err := mount.Prepare(cfg, source, mountpoint)
 	if err != nil {
 		return err
