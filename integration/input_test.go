@@ -348,3 +348,39 @@ func TestRefusedMountLeavesNoCacheDir(t *testing.T) {
 		})
 	}
 }
+
+// TestEmptyPrefixWarns: s3://bucket/typo-prefix (no key under it) mounted
+// as an empty directory without a word. It still mounts (an empty prefix
+// is where checkpoints start), but `strata mount` now says on stderr that
+// the prefix holds nothing, and that a file of that name exists when one
+// does; a prefix with keys mounts silently.
+func TestEmptyPrefixWarns(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t).(*minioServer)
+	bucket := srv.newBucket(t)
+	put(t, srv.writer(t, bucket), map[string][]byte{"train/a": []byte("a"), "model.pt": []byte("m")})
+	bin := testserver.Binary(t, "strata")
+	for _, tc := range []struct{ prefix, want string }{
+		{"trian", "holds no objects"},
+		{"model.pt", "model.pt is an object"},
+		{"train", ""},
+	} {
+		t.Run(tc.prefix, func(t *testing.T) {
+			mnt := t.TempDir()
+			cmd := exec.Command(bin, append([]string{"mount", srv.source(bucket, tc.prefix), mnt, "--cache-dir", t.TempDir()}, srv.flags()...)...)
+			cmd.Env = append(os.Environ(), srv.env()...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("mount: %v %s", err, out)
+			}
+			unmountAndWait(t, mnt, "")
+			msg := strings.TrimSpace(string(out))
+			if tc.want == "" && msg != "" {
+				t.Errorf("mount of a prefix with keys printed %q", msg)
+			}
+			if tc.want != "" && (!strings.Contains(msg, tc.want) || strings.Count(msg, "\n") > 0) {
+				t.Errorf("mount of %s printed %q; want one line mentioning %q", tc.prefix, msg, tc.want)
+			}
+		})
+	}
+}

@@ -84,10 +84,12 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv, err := mount.Start(ctx, mount.Options{Config: cfg, Source: src, Mountpoint: mnt, Logger: log})
-	report(ready, err)
 	if err != nil {
+		report(ready, err)
 		return err
 	}
+	reportWarning(ready, srv.Warning()) // with --foreground the log said it
+	report(ready, nil)
 	srv.LogSummary()
 
 	sigs := make(chan os.Signal, 2)

@@ -86,6 +86,9 @@ func Start(ctx context.Context, o Options) (*Mount, error) {
 		return nil, err
 	}
 	startBackground(s)
+	if s.warning = emptyPrefixWarning(ctx, s.be, src.String(), src.Prefix); s.warning != "" {
+		log.Warn(s.warning)
+	}
 	ok = true
 	return s, nil
 }

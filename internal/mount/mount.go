@@ -40,6 +40,7 @@ type Mount struct {
 	shared  *sharedState // shared.go
 	ops     *opsState    // ops.go
 	stopBg  func()       // background.go
+	warning string       // emptyprefix.go: said to the user once mounted
 }
 
 // checkBackend proves the bucket exists and the credentials work. An
@@ -173,6 +174,10 @@ func (s *Mount) Unmount() {
 // Wait returns once the kernel has unmounted the filesystem (umount, or
 // Unmount); Close then releases the rest.
 func (s *Mount) Wait() { s.mounted.Server.Wait() }
+
+// Warning is what the user should hear about a mount that did come up
+// (its prefix holds no objects), or "".
+func (s *Mount) Warning() string { return s.warning }
 
 // Mountpoint is where s is mounted ("" for a mount from Open).
 func (s *Mount) Mountpoint() string { return s.mnt }
