@@ -41,6 +41,7 @@ type Mount struct {
 	ops     *opsState    // ops.go
 	stopBg  func()       // background.go
 	warning string       // emptyprefix.go: said to the user once mounted
+	offline bool         // mounted with the backend unreachable (checkBackend)
 }
 
 // checkBackend proves the bucket exists and the credentials work. An
@@ -61,6 +62,7 @@ func (s *Mount) checkBackend(ctx context.Context) error {
 	if errors.Is(err, backend.ErrUnavailable) && s.cfg.MetadataTTL == config.Indefinite {
 		if hdr, found, _ := s.store.Index().GetDir(index.TagFor(s.be.String()), s.src.Prefix); found && hdr.Complete {
 			s.log.Warn("backend unreachable; serving from the cache only (metadata-ttl indefinite)", "source", s.src.String(), "err", err)
+			s.offline = true
 			return nil
 		}
 	}
