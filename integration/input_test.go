@@ -302,3 +302,85 @@ func TestOddKeysS3(t *testing.T) {
 		}
 	}
 }
+
+// TestRefusedMountLeavesNoCacheDir: a background mount (and a warm)
+// refused by the bucket check (no such bucket, wrong credentials) left the
+// --cache-dir it had created behind, with a LOCK, an index and the log
+// of its failure in it. Now the directory is gone again.
+func TestRefusedMountLeavesNoCacheDir(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t).(*minioServer)
+	bucket := srv.newBucket(t)
+	bin := testserver.Binary(t, "strata")
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  []string
+	}{
+		{"missing bucket", []string{"mount", "s3://no-such-bucket-here", "@MNT"}, nil},
+		{"wrong credentials", []string{"mount", srv.source(bucket, ""), "@MNT"}, []string{"AWS_SECRET_ACCESS_KEY=wrong"}},
+		{"warm of a missing bucket", []string{"warm", "s3://no-such-bucket-here"}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			mnt := t.TempDir()
+			parent := filepath.Join(t.TempDir(), "new")
+			var args []string
+			for _, a := range tc.args {
+				args = append(args, strings.ReplaceAll(a, "@MNT", mnt))
+			}
+			args = append(append(args, "--cache-dir", filepath.Join(parent, "cache")), srv.flags()...)
+			cmd := exec.Command(bin, args...)
+			cmd.Env = append(append(os.Environ(), srv.env()...), tc.env...)
+			out, err := cmd.CombinedOutput()
+			if err == nil {
+				if isMounted(mnt) {
+					unmountAndWait(t, mnt, "")
+				}
+				t.Fatalf("%v succeeded: %s", tc.args, out)
+			}
+			if _, serr := os.Stat(parent); !errors.Is(serr, fs.ErrNotExist) {
+				ls, _ := exec.Command("ls", "-R", parent).CombinedOutput()
+				t.Errorf("refused %q (%s) left %s behind:\n%s", tc.args[0], strings.TrimSpace(string(out)), parent, ls)
+			}
+			if isMounted(mnt) {
+				t.Errorf("%s is mounted after a failed mount", mnt)
+			}
+		})
+	}
+}
+
+// TestEmptyPrefixWarns: s3://bucket/typo-prefix (no key under it) mounted
+// as an empty directory without a word. It still mounts (an empty prefix
+// is where checkpoints start), but `strata mount` now says on stderr that
+// the prefix holds nothing, and that a file of that name exists when one
+// does; a prefix with keys mounts silently.
+func TestEmptyPrefixWarns(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t).(*minioServer)
+	bucket := srv.newBucket(t)
+	put(t, srv.writer(t, bucket), map[string][]byte{"train/a": []byte("a"), "model.pt": []byte("m")})
+	bin := testserver.Binary(t, "strata")
+	for _, tc := range []struct{ prefix, want string }{
+		{"trian", "holds no objects"},
+		{"model.pt", "model.pt is an object"},
+		{"train", ""},
+	} {
+		t.Run(tc.prefix, func(t *testing.T) {
+			mnt := t.TempDir()
+			cmd := exec.Command(bin, append([]string{"mount", srv.source(bucket, tc.prefix), mnt, "--cache-dir", t.TempDir()}, srv.flags()...)...)
+			cmd.Env = append(os.Environ(), srv.env()...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("mount: %v %s", err, out)
+			}
+			unmountAndWait(t, mnt, "")
+			msg := strings.TrimSpace(string(out))
+			if tc.want == "" && msg != "" {
+				t.Errorf("mount of a prefix with keys printed %q", msg)
+			}
+			if tc.want != "" && (!strings.Contains(msg, tc.want) || strings.Count(msg, "\n") > 0) {
+				t.Errorf("mount of %s printed %q; want one line mentioning %q", tc.prefix, msg, tc.want)
+			}
+		})
+	}
+}

@@ -47,18 +47,34 @@ func daemonize(args []string, logFile string) error {
 	w.Close()
 	exited := make(chan error, 1)
 	go func() { exited <- cmd.Wait() }()
-	line := make(chan string, 1)
+	line := make(chan string, 2)
 	go func() {
-		s, _ := bufio.NewReader(r).ReadString('\n')
-		line <- strings.TrimSpace(s)
+		br := bufio.NewReader(r)
+		for i := 0; i < 2; i++ { // an optional warning, then the verdict
+			s, _ := br.ReadString('\n')
+			line <- strings.TrimSpace(s)
+			if !strings.HasPrefix(s, "warning ") {
+				return
+			}
+		}
 	}()
 	select {
 	case s := <-line:
+		if w, ok := strings.CutPrefix(s, "warning "); ok { // then the verdict
+			fmt.Fprintln(os.Stderr, "strata: warning: "+w)
+			s = <-line
+		}
 		if s == "ok" {
 			_ = cmd.Process.Release() // the mount runs on; this frees only our handle
 			return nil
 		}
 		if msg, ok := strings.CutPrefix(s, "error "); ok {
+			// Let it exit first: the caller may remove the cache dir it
+			// created for this mount, which the child still has open.
+			select {
+			case <-exited:
+			case <-time.After(10 * time.Second):
+			}
 			return errors.New(msg)
 		}
 		err := <-exited
@@ -77,6 +93,13 @@ func readyPipe() *os.File {
 	}
 	os.Unsetenv(readyFdEnv)
 	return os.NewFile(uintptr(fd), "ready")
+}
+
+// reportWarning passes the parent a line to print before the verdict.
+func reportWarning(p *os.File, w string) {
+	if p != nil && w != "" {
+		fmt.Fprintln(p, "warning "+strings.ReplaceAll(w, "\n", " "))
+	}
 }
 
 // report tells the waiting parent how the mount went (once).

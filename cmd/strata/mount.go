@@ -40,7 +40,17 @@ the background (--foreground stays attached). Unmount with: umount MOUNTPOINT`,
 	return cmd
 }
 
-func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool) error {
+func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool) (err error) {
+	// A mount refused before it is ready removes the cache dir it created
+	// (with its parents): bad input changes nothing on the disk.
+	if s, perr := config.ParseSource(source); perr == nil && mount.ResolveCacheDir(cfg, s) == nil {
+		made := mount.PlanDirs(cfg.CacheDir)
+		defer func() {
+			if err != nil {
+				made.Undo()
+			}
+		}()
+	}
 	src, mnt, err := mount.Prepare(cfg, source, mountpoint)
 	if err != nil {
 		return err
@@ -74,10 +84,12 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	srv, err := mount.Start(ctx, mount.Options{Config: cfg, Source: src, Mountpoint: mnt, Logger: log})
-	report(ready, err)
 	if err != nil {
+		report(ready, err)
 		return err
 	}
+	reportWarning(ready, srv.Warning()) // with --foreground the log said it
+	report(ready, nil)
 	srv.LogSummary()
 
 	sigs := make(chan os.Signal, 2)

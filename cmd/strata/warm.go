@@ -226,8 +226,10 @@ func warmOffline(ctx context.Context, cfg *config.Config, src config.Source, req
 		level = cfg.LogLevel
 	}
 	log := newLogger(os.Stderr, level, "text")
+	made := mount.PlanDirs(cfg.CacheDir)
 	s, err := mount.Open(ctx, mount.Options{Config: cfg, Source: src, Owner: "warm " + src.String(), Logger: log})
 	if err != nil {
+		made.Undo() // refused before warming anything: leave no cache dir behind
 		return warm.Progress{}, err
 	}
 	defer s.Close()

@@ -70,6 +70,9 @@ func (c *Config) Validate() error {
 	switch {
 	case c.BlockSize < 64<<10 || c.BlockSize > 64<<20 || c.BlockSize&(c.BlockSize-1) != 0:
 		return bad("--block-size %s: want a power of two from 64KiB to 64MiB", c.BlockSize)
+	case c.CacheSize != 0 && c.CacheSize < 4*c.BlockSize:
+		// Ten bytes (a unit forgotten) would cache nothing and fail every write.
+		return bad("--cache-size %s: want at least 4 blocks (%s), with a unit (100GiB, 512MiB); omit it to keep 10%% of the disk free", c.CacheSize, 4*c.BlockSize)
 	case c.MemoryLimit < 4*c.BlockSize:
 		return bad("--memory-limit %s: want at least 4 blocks (%s)", c.MemoryLimit, 4*c.BlockSize)
 	case c.PartSize < c.BlockSize:

@@ -150,3 +150,26 @@ func TestDefaultCacheDirPerSource(t *testing.T) {
 		t.Fatalf("cache dirs not distinct per source: %s %s %s", a, b, c)
 	}
 }
+
+// TestValidateCacheSizeBelowFourBlocks: `--cache-size 10` (ten bytes, the
+// unit forgotten) mounted a cache that could hold nothing, with every
+// write failing ENOSPC and no word at mount time. Now a limit smaller than
+// four blocks is refused, naming the smallest; 0 still means "keep 10% of
+// the disk free".
+func TestValidateCacheSizeBelowFourBlocks(t *testing.T) {
+	for _, size := range []Size{10, 1 << 20, 4<<20 - 1} {
+		c := Defaults()
+		c.CacheSize = size
+		err := c.Validate()
+		if !errors.Is(err, errBad) || !strings.Contains(err.Error(), "--cache-size") || !strings.Contains(err.Error(), "4MiB") {
+			t.Errorf("--cache-size %s: Validate() = %v, want an error naming --cache-size and 4MiB", size, err)
+		}
+	}
+	for _, size := range []Size{0, 4 << 20, 100 << 30} {
+		c := Defaults()
+		c.CacheSize = size
+		if err := c.Validate(); err != nil {
+			t.Errorf("--cache-size %s: %v", size, err)
+		}
+	}
+}

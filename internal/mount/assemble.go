@@ -86,6 +86,13 @@ func Start(ctx context.Context, o Options) (*Mount, error) {
 		return nil, err
 	}
 	startBackground(s)
+	// Not offline: the cache then serves what it holds, and asking the
+	// unreachable backend would only delay the mount by its retries.
+	if !s.offline {
+		if s.warning = emptyPrefixWarning(ctx, s.be, src.String(), src.Prefix); s.warning != "" {
+			log.Warn(s.warning)
+		}
+	}
 	ok = true
 	return s, nil
 }

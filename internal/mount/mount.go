@@ -40,6 +40,8 @@ type Mount struct {
 	shared  *sharedState // shared.go
 	ops     *opsState    // ops.go
 	stopBg  func()       // background.go
+	warning string       // emptyprefix.go: said to the user once mounted
+	offline bool         // mounted with the backend unreachable (checkBackend)
 }
 
 // checkBackend proves the bucket exists and the credentials work. An
@@ -60,6 +62,7 @@ func (s *Mount) checkBackend(ctx context.Context) error {
 	if errors.Is(err, backend.ErrUnavailable) && s.cfg.MetadataTTL == config.Indefinite {
 		if hdr, found, _ := s.store.Index().GetDir(index.TagFor(s.be.String()), s.src.Prefix); found && hdr.Complete {
 			s.log.Warn("backend unreachable; serving from the cache only (metadata-ttl indefinite)", "source", s.src.String(), "err", err)
+			s.offline = true
 			return nil
 		}
 	}
@@ -173,6 +176,10 @@ func (s *Mount) Unmount() {
 // Wait returns once the kernel has unmounted the filesystem (umount, or
 // Unmount); Close then releases the rest.
 func (s *Mount) Wait() { s.mounted.Server.Wait() }
+
+// Warning is what the user should hear about a mount that did come up
+// (its prefix holds no objects), or "".
+func (s *Mount) Warning() string { return s.warning }
 
 // Mountpoint is where s is mounted ("" for a mount from Open).
 func (s *Mount) Mountpoint() string { return s.mnt }

@@ -115,6 +115,32 @@ func checkCacheDir(cacheDir, mnt string) error {
 	return nil
 }
 
+// checkSourceDir refuses a file:// source tangled with the mount: one
+// holding the mountpoint shows the mount inside itself (the daemon walks
+// its own mount, keeps it busy and can deadlock), one inside the
+// mountpoint is hidden by the mount it feeds, and one holding the cache
+// dir serves the mount's own cache files (and lets writes into them).
+func checkSourceDir(src config.Source, cacheDir, mnt string) error {
+	if src.Scheme != "file" {
+		return nil
+	}
+	s := resolvePath(src.Path)
+	if mnt != "" && !strings.HasPrefix(mnt, "/dev/fd/") {
+		switch {
+		case s == mnt:
+			return fmt.Errorf("mountpoint %s is the source directory %s: the mount would hide the files it serves; mount it somewhere else", mnt, src.Path)
+		case within(mnt, s):
+			return fmt.Errorf("mountpoint %s is inside the source %s: the mount would show itself inside itself; choose a mountpoint outside the source", mnt, src.Path)
+		case within(s, mnt):
+			return fmt.Errorf("source %s is inside the mountpoint %s: the mount would hide the files it serves; choose a mountpoint outside the source", src.Path, mnt)
+		}
+	}
+	if within(resolvePath(cacheDir), s) {
+		return fmt.Errorf("--cache-dir %s is inside the source %s: the mount would serve its own cache files; choose a --cache-dir outside the source", cacheDir, src.Path)
+	}
+	return nil
+}
+
 // CheckEmpty refuses to mount over a directory that has entries, as
 // mount(8) users expect: they would be hidden while mounted.
 func CheckEmpty(mnt string) error {
@@ -283,6 +309,9 @@ func Prepare(cfg *config.Config, source, mountpoint string) (config.Source, stri
 		return src, "", err
 	}
 	if err := checkCacheDir(cfg.CacheDir, mnt); err != nil {
+		return src, "", err
+	}
+	if err := checkSourceDir(src, cfg.CacheDir, mnt); err != nil {
 		return src, "", err
 	}
 	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
