@@ -219,6 +219,9 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 			info, err = landed, nil
 		}
 	}
+	if err != nil && ctx.Err() != nil {
+		m.supersededLanded(j, r, path)
+	}
 	if err == nil {
 		m.mu.Lock()
 		renamed, cancelled := j.requeue, errors.Is(j.dropped, errCancelled)
@@ -235,8 +238,15 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 			err = context.Canceled
 		} else {
 			// The object is whole in the bucket: a sync close returns now,
-			// while the staged file becomes the cached copy.
+			// while the staged file becomes the cached copy. The uploads
+			// that follow it are made conditional on its version before
+			// its journal entry goes (complete): a kill -9 in between must
+			// not leave them conditional on the version it replaced.
 			j.firstAttempt(nil)
+			m.mu.Lock()
+			j.info = info // a rewrite committed from now on follows it too
+			m.landedLocked(r, info.Version)
+			m.mu.Unlock()
 			err = m.complete(j, r, path, info)
 		}
 	}

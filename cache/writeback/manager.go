@@ -287,6 +287,9 @@ func (m *Manager) followLocked(j *Job) {
 		}
 		if !prev.failed {
 			j.rec.BaseVersion, j.rec.Follows = prev.rec.BaseVersion, true
+			if prev.landed && prev.info.Version != "" { // in the bucket, settling
+				j.rec.BaseVersion = prev.info.Version
+			}
 		}
 		return
 	}
