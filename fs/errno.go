@@ -67,6 +67,17 @@ func toErrno(err error) syscall.Errno {
 	return syscall.EIO
 }
 
+// readErrno is toErrno for a read of an open file: the version the
+// handle pinned no longer existing in the bucket (deleted behind the
+// mount's back) is ESTALE, as a changed one is; read(2) never gives
+// ENOENT.
+func readErrno(err error) syscall.Errno {
+	if errors.Is(err, backend.ErrNotExist) {
+		return syscall.ESTALE
+	}
+	return toErrno(err)
+}
+
 var passThroughErrnos = map[syscall.Errno]bool{
 	syscall.ENOSPC: true, syscall.EDQUOT: true, syscall.EROFS: true, syscall.EACCES: true,
 	syscall.EPERM: true, syscall.ENOENT: true, syscall.EEXIST: true, syscall.ENOTEMPTY: true,

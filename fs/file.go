@@ -298,7 +298,7 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 	}
 	if err != nil {
 		f.stats.ReadErrors.Add(1)
-		errno := toErrno(err)
+		errno := readErrno(err)
 		if key := h.n.key.get(); errno == syscall.ESTALE {
 			f.log.Warn("fs: read failed (ESTALE): the object changed in the bucket since this version of the file was looked up; "+f.staleHint(key), "key", key, "off", off, "err", err)
 		} else {

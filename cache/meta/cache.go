@@ -3,10 +3,10 @@ package meta
 import (
 	"container/list"
 	"context"
-	"errors"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stratafs/strata/backend"
@@ -66,6 +66,8 @@ type Cache struct {
 	// to be down (see backend.Breaker): a missing bucket or an endpoint
 	// that stopped answering costs one wait, not one per path component.
 	health *backend.Breaker
+	// probing: the background probe (health.go) is running.
+	probing atomic.Bool
 
 	ctx    context.Context // cancelled by Close; background loads run under it
 	cancel context.CancelFunc
@@ -114,7 +116,7 @@ func New(be backend.Backend, ix *index.Index, opts Options) *Cache {
 		be: be, ix: ix, tag: index.TagFor(be.String()), opts: opts, log: opts.Logger, now: opts.Clock,
 		dirs: map[string]*dirState{}, lru: list.New(), points: map[string]pointResult{}, warned: map[string]bool{},
 		local:     map[string]map[string]Entry{},
-		health:    backend.NewBreaker(time.Second, backendGone, opts.Clock),
+		health:    backend.NewBreaker(healthCooldown, backendGone, opts.Clock),
 		splitWait: splitWait,
 		heads:     heads{m: map[string]headData{}},
 	}
@@ -122,36 +124,6 @@ func New(be backend.Backend, ix *index.Index, opts Options) *Cache {
 		c.pf = &prefetcher{max: opts.ListPrefetch, maxHeld: max(opts.MaxEntries, smallListing), maxDirs: maxPrefetchedDirs, pending: map[string]*split{}}
 	}
 	return c
-}
-
-// allowBackend returns nil if a lookup or listing may go to the backend,
-// or the error to fail it with at once. While the backend is known to be
-// down no caller waits on it: the probe that looks for it once a second
-// runs in the background, and its success lets the next callers through.
-func (c *Cache) allowBackend() (time.Time, error) {
-	probe, err := c.health.Allow()
-	if err != nil {
-		return time.Time{}, err
-	}
-	if !probe {
-		return c.health.Now(), nil
-	}
-	c.loads.Add(1)
-	go func() {
-		defer c.loads.Done()
-		sent := c.health.Now()
-		_, err := c.be.List(c.ctx, "", backend.ListOptions{Limit: 1})
-		c.health.Done(true, sent, err)
-	}()
-	if err := c.health.Err(); err != nil {
-		return time.Time{}, err
-	}
-	return c.health.Now(), nil
-}
-
-// backendGone: errors that open the metadata breaker.
-func backendGone(err error) bool {
-	return errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrNoBucket)
 }
 
 // Close stops background listing loads and waits for them.

@@ -302,7 +302,7 @@ func (c *Cache) listFlatPage(prefix, token string) (backend.ListPage, error) {
 		return backend.ListPage{}, err
 	}
 	page, err := c.be.List(c.ctx, prefix, backend.ListOptions{Token: token, Recursive: true})
-	c.health.Done(false, sent, err)
+	c.backendDone(sent, err)
 	return page, err
 }
 

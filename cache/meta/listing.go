@@ -387,6 +387,6 @@ func (c *Cache) listPage(ctx context.Context, dir, token string) (backend.ListPa
 		return backend.ListPage{}, err
 	}
 	page, err := c.be.List(ctx, dir, backend.ListOptions{Token: token})
-	c.health.Done(false, sent, err)
+	c.backendDone(sent, err)
 	return page, err
 }

@@ -92,7 +92,7 @@ func (c *Cache) probe(ctx context.Context, key string, head bool) (info backend.
 	if err != nil {
 		return info, false, false, err
 	}
-	defer func() { c.health.Done(false, sent, err) }()
+	defer func() { c.backendDone(sent, err) }()
 	var (
 		wg      sync.WaitGroup
 		statErr error

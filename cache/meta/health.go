@@ -1,0 +1,102 @@
+package meta
+
+import (
+	"errors"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+)
+
+// healthCooldown is how often the metadata breaker probes the backend
+// while it is open.
+const healthCooldown = time.Second
+
+// allowBackend returns nil if a lookup or listing may go to the backend,
+// or the error to fail it with at once. While the backend is known to be
+// down no caller waits on it: the probe that looks for it once a second
+// runs in the background (probeLoop), and its success lets the next
+// callers through.
+func (c *Cache) allowBackend() (time.Time, error) {
+	probe, err := c.health.Allow()
+	if err != nil {
+		c.watchHealth()
+		return time.Time{}, err
+	}
+	if probe {
+		// The background loop was not due yet (or is not running): probe
+		// now, still without making the caller wait.
+		c.loads.Add(1)
+		go func() {
+			defer c.loads.Done()
+			c.probeOnce()
+		}()
+		if err := c.health.Err(); err != nil {
+			return time.Time{}, err
+		}
+	}
+	return c.health.Now(), nil
+}
+
+// backendDone records the outcome of a lookup or listing request sent at
+// sent; a failure that opens the breaker starts the background probe.
+func (c *Cache) backendDone(sent time.Time, err error) {
+	c.health.Done(false, sent, err)
+	if err != nil {
+		c.watchHealth()
+	}
+}
+
+// watchHealth starts the background probe if the breaker is open and no
+// probe loop runs. Without it the breaker would only be probed when a
+// caller came, and the first caller after an outage that ended long ago
+// would still get the outage's error (a new file ENOENT from a stale
+// listing, or EIO).
+func (c *Cache) watchHealth() {
+	if c.health.Err() == nil || c.ctx.Err() != nil || !c.probing.CompareAndSwap(false, true) {
+		return
+	}
+	c.loads.Add(1)
+	go func() {
+		defer c.loads.Done()
+		c.probeLoop()
+	}()
+}
+
+// probeLoop probes the backend once every healthCooldown until the
+// breaker closes or the cache is closed.
+func (c *Cache) probeLoop() {
+	for {
+		t := time.NewTimer(healthCooldown)
+		select {
+		case <-c.ctx.Done():
+			t.Stop()
+			c.probing.Store(false)
+			return
+		case <-t.C:
+		}
+		if probe, _ := c.health.Allow(); probe {
+			c.probeOnce()
+		}
+		if c.health.Err() != nil {
+			continue
+		}
+		c.probing.Store(false)
+		// Reopened between the check and the store: keep probing.
+		if c.health.Err() == nil || !c.probing.CompareAndSwap(false, true) {
+			return
+		}
+	}
+}
+
+// probeOnce sends the breaker's probe (a one-key LIST of the source) and
+// reports it; Allow must have answered probe.
+func (c *Cache) probeOnce() {
+	sent := c.health.Now()
+	_, err := c.be.List(c.ctx, "", backend.ListOptions{Limit: 1})
+	c.health.Done(true, sent, err)
+}
+
+// backendGone: errors that open the metadata breaker.
+func backendGone(err error) bool {
+	return errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrNoBucket)
+}
