@@ -72,7 +72,8 @@ func daemonize(args []string, logFile string) error {
 			// Let it exit first: the caller may remove the cache dir it
 			// created for this mount, which the child still has open.
 			select {
-			case <-exited:
+			case err := <-exited:
+				_ = err // the verdict says why it failed; its exit status adds nothing
 			case <-time.After(10 * time.Second):
 			}
 			return errors.New(msg)
