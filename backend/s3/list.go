@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/stratafs/strata/backend"
 )
@@ -132,9 +133,16 @@ func (b *Backend) Check(ctx context.Context) error {
 		}
 		source = "credentials from " + c.Source
 	}
-	_, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
+	out, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
 		Bucket: &b.bucket, MaxKeys: aws.Int32(1), EncodingType: types.EncodingTypeUrl, // the first key may be \x01
 	}, b.metaTimeout())
+	var md middleware.Metadata
+	if out != nil {
+		md = out.ResultMetadata
+	}
+	if status, page := webPageStatus(md, err); page {
+		return b.notS3Error(status, err)
+	}
 	if err == nil {
 		return nil
 	}
