@@ -76,13 +76,10 @@ type liveWrite struct {
 	syncedJob *writeback.Job
 }
 
-// state returns the staged file's size and mtime.
+// state returns the staged file's size and mtime (stampOf).
 func (lw *liveWrite) state() (int64, int64, error) {
-	fi, err := lw.file.Stat()
-	if err != nil {
-		return 0, 0, err
-	}
-	return fi.Size(), fi.ModTime().UnixNano(), nil
+	s, err := stampOf(lw.file)
+	return s.size, s.mtime, err
 }
 
 // ptWriters is the mount's set of passthrough write sessions and the
