@@ -80,6 +80,7 @@ func TestBadInput(t *testing.T) {
 	}
 	good := srv.source(bucket, "")
 	busy := startMount(t, srv, good, "")
+	readOnly := readOnlyDir(t)
 
 	cases := []struct {
 		name, want string
@@ -91,13 +92,17 @@ func TestBadInput(t *testing.T) {
 		{name: "unknown scheme", source: "ftp://bucket", want: "unknown scheme"},
 		{name: "malformed url", source: "s3:/bucket", want: "want s3://"},
 		{name: "bad bucket name", source: "s3://Bad_Bucket!", want: "not a valid bucket"},
-		{name: "missing bucket", source: "s3://no-such-bucket-here", want: "does not exist"},
+		{name: "missing bucket", source: "s3://no-such-bucket-here", want: `bucket "no-such-bucket-here" does not exist`},
 		{name: "wrong credentials", source: good, env: []string{"AWS_SECRET_ACCESS_KEY=wrong"}, want: "access denied"},
+		{name: "unknown profile", source: good, args: []string{"--profile", "no-such-profile"}, want: `profile "no-such-profile": no such profile`},
 		{name: "unreachable endpoint", source: good, args: []string{"--endpoint-url", "http://127.0.0.1:1"}, want: "cannot reach"},
+		{name: "missing directory", source: "file:///no/such/dir", want: "/no/such/dir does not exist"},
 		{name: "mountpoint missing", source: good, mnt: "/nonexistent/mnt", want: "no such file"},
 		{name: "mountpoint is a file", source: good, mnt: file, want: "not a directory"},
 		{name: "mountpoint busy", source: good, mnt: busy.dir, want: "busy"},
 		{name: "cache dir unwritable", source: good, args: []string{"--cache-dir", file + "/sub"}, want: "cache-dir"},
+		{name: "cache dir read-only", source: good, args: []string{"--cache-dir", "@RO"}, want: "is not writable"},
+		{name: "cache dir under a read-only one", source: good, args: []string{"--cache-dir", "@RO/cache"}, want: "is not writable"},
 		{name: "cache dir in use", source: good, args: []string{"--cache-dir", busy.cacheDir}, want: "in use"},
 		{name: "bad flag value", source: good, args: []string{"--block-size", "3MiB"}, want: "power of two"},
 		{name: "bad ttl", source: good, args: []string{"--metadata-ttl", "soon"}, want: "metadata TTL"},
@@ -128,7 +133,7 @@ func TestBadInput(t *testing.T) {
 			}
 			args := append([]string{"mount", tc.source, mnt, "--cache-dir", t.TempDir()}, srv.flags()...)
 			for _, a := range tc.args {
-				a = strings.NewReplacer("@MNT", mnt, "@LINK", link, "@BUSY", busy.dir).Replace(a)
+				a = strings.NewReplacer("@MNT", mnt, "@LINK", link, "@BUSY", busy.dir, "@RO", readOnly).Replace(a)
 				args = append(args, a)
 			}
 			cmd := exec.Command(bin, args...)
@@ -145,6 +150,18 @@ func TestBadInput(t *testing.T) {
 			if strings.Count(msg, "\n") > 0 {
 				t.Errorf("error is not one line:\n%s", msg)
 			}
+			// One line a user reads: each fact said once, no request ids.
+			low := strings.ToLower(msg)
+			for _, phrase := range []string{"does not exist", "access denied", "check the"} {
+				if n := strings.Count(low, phrase); n > 1 {
+					t.Errorf("error says %q %d times: %s", phrase, n, msg)
+				}
+			}
+			for _, noise := range []string{"RequestID", "HostID"} {
+				if strings.Contains(msg, noise) {
+					t.Errorf("error carries the SDK's %s: %s", noise, msg)
+				}
+			}
 			if mnt != busy.dir && isMounted(mnt) {
 				t.Errorf("%s is mounted after a failed mount", mnt)
 				if out, err := exec.Command("umount", mnt).CombinedOutput(); err != nil {
@@ -153,6 +170,21 @@ func TestBadInput(t *testing.T) {
 			}
 		})
 	}
+}
+
+// readOnlyDir is a directory on a read-only mount (a read-only bind mount
+// of a fresh directory): root may write anywhere else.
+func readOnlyDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "--bind", dir, dir).CombinedOutput(); err != nil {
+		t.Fatalf("bind mount %s: %v %s", dir, err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	if out, err := exec.Command("mount", "-o", "remount,bind,ro", dir).CombinedOutput(); err != nil {
+		t.Fatalf("remount %s read-only: %v %s", dir, err, out)
+	}
+	return dir
 }
 
 func isMounted(dir string) bool {
@@ -380,6 +412,40 @@ func TestEmptyPrefixWarns(t *testing.T) {
 			}
 			if tc.want != "" && (!strings.Contains(msg, tc.want) || strings.Count(msg, "\n") > 0) {
 				t.Errorf("mount of %s printed %q; want one line mentioning %q", tc.prefix, msg, tc.want)
+			}
+		})
+	}
+}
+
+// TestOversizedCacheSizeWarns: a --cache-size larger than the cache disk
+// mounts (the cache stops at the disk's last 64 MiB) but says so: the
+// default keeps a tenth of the disk free, and a size with a unit typed
+// wrong (100TiB for 100GiB) would otherwise fill the disk silently.
+func TestOversizedCacheSizeWarns(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t).(*minioServer)
+	bucket := srv.newBucket(t)
+	put(t, srv.writer(t, bucket), map[string][]byte{"a": []byte("a")})
+	bin := testserver.Binary(t, "strata")
+	for _, tc := range []struct{ size, want string }{
+		{"1000TiB", "--cache-size 1000TiB is more than the cache disk holds"},
+		{"64MiB", ""},
+	} {
+		t.Run(tc.size, func(t *testing.T) {
+			mnt := t.TempDir()
+			cmd := exec.Command(bin, append([]string{"mount", srv.source(bucket, ""), mnt, "--cache-dir", t.TempDir(), "--cache-size", tc.size}, srv.flags()...)...)
+			cmd.Env = append(os.Environ(), srv.env()...)
+			out, err := cmd.CombinedOutput()
+			if err != nil {
+				t.Fatalf("mount: %v %s", err, out)
+			}
+			unmountAndWait(t, mnt, "")
+			msg := strings.TrimSpace(string(out))
+			if tc.want == "" && msg != "" {
+				t.Errorf("mount with --cache-size %s printed %q", tc.size, msg)
+			}
+			if tc.want != "" && (!strings.Contains(msg, tc.want) || strings.Count(msg, "\n") > 0) {
+				t.Errorf("mount with --cache-size %s printed %q; want one line mentioning %q", tc.size, msg, tc.want)
 			}
 		})
 	}

@@ -125,13 +125,13 @@ func (b *Backend) Check(ctx context.Context) error {
 	err = b.opErr(ctx, octx, listErr(err))
 	switch classify(err) {
 	case backend.ErrNoBucket:
-		return fmt.Errorf("gcs: check %s: %w (check the bucket name): %w", b, backend.ErrNoBucket, err)
+		return backend.Explain(fmt.Sprintf("gcs: bucket %s does not exist: check the name (%v)", b, err), backend.ErrNoBucket, err)
 	case backend.ErrAccessDenied:
 		if authCode(err) != 0 {
-			return fmt.Errorf("gcs: check %s: %w: the credentials were refused when exchanged for a token: %w", b, backend.ErrAccessDenied, err)
+			return backend.Explain(fmt.Sprintf("gcs: access denied to %s: the credentials were refused when exchanged for a token: %v", b, err), backend.ErrAccessDenied, err)
 		}
-		return fmt.Errorf("gcs: check %s: %w: these credentials may not list the bucket "+
-			"(it needs storage.objects.list, e.g. roles/storage.objectViewer): %w", b, backend.ErrAccessDenied, err)
+		return backend.Explain(fmt.Sprintf("gcs: access denied to %s: these credentials may not list the bucket "+
+			"(it needs storage.objects.list, e.g. roles/storage.objectViewer): %v", b, err), backend.ErrAccessDenied, err)
 	}
 	return wrap(ctx, "check", b.String(), err)
 }

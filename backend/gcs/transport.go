@@ -90,8 +90,8 @@ func newHTTPClient(ctx context.Context, o Options, ep endpoint) (*http.Client, e
 		if o.KeyFile != "" {
 			return nil, fmt.Errorf("gcs: key file %s: %w: %w", o.KeyFile, backend.ErrAccessDenied, err)
 		}
-		return nil, fmt.Errorf("gcs: no usable credentials (set GOOGLE_APPLICATION_CREDENTIALS, "+
-			"pass a key file, or use anonymous access for a public bucket): %w: %w", backend.ErrAccessDenied, err)
+		return nil, backend.Explain(fmt.Sprintf("gcs: no usable credentials (set GOOGLE_APPLICATION_CREDENTIALS, "+
+			"pass --key-file, or --anonymous for a public bucket): %v", err), backend.ErrAccessDenied, err)
 	}
 	return &http.Client{Transport: rt}, nil
 }

@@ -125,6 +125,9 @@ func (b *Backend) Check(ctx context.Context) error {
 		return err
 	}
 	r, err := b.openRoot("check")
+	if errors.Is(err, backend.ErrNoBucket) {
+		return backend.Explain(fmt.Sprintf("local: %s does not exist or is not a directory", b.root), backend.ErrNoBucket, err)
+	}
 	if err != nil {
 		return err
 	}

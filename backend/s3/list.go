@@ -2,7 +2,6 @@ package s3
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/url"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/aws-sdk-go-v2/service/s3/types"
-	"github.com/aws/smithy-go/middleware"
 
 	"github.com/stratafs/strata/backend"
 )
@@ -117,50 +115,4 @@ func decodeKey(s *string) (string, error) {
 		return "", fmt.Errorf("url-encoded key %q: %w", aws.ToString(s), err)
 	}
 	return k, nil
-}
-
-// Check verifies, with one ListObjectsV2 of one key, that the bucket
-// exists and that the credentials may list it. The error says which
-// credentials were used and what to do.
-func (b *Backend) Check(ctx context.Context) error {
-	source := "anonymous (NoSignRequest)"
-	if b.creds != nil {
-		c, err := b.creds.Retrieve(ctx)
-		if err != nil {
-			return fmt.Errorf("s3: check %s: no usable credentials (set AWS_ACCESS_KEY_ID/AWS_SECRET_ACCESS_KEY, "+
-				"AWS_PROFILE, a web identity or an instance role; or use anonymous access for a public bucket): %w: %w",
-				b, backend.ErrAccessDenied, err)
-		}
-		source = "credentials from " + c.Source
-	}
-	out, err := b.client.ListObjectsV2(ctx, &s3.ListObjectsV2Input{
-		Bucket: &b.bucket, MaxKeys: aws.Int32(1), EncodingType: types.EncodingTypeUrl, // the first key may be \x01
-	}, b.metaTimeout())
-	var md middleware.Metadata
-	if out != nil {
-		md = out.ResultMetadata
-	}
-	if status, page := webPageStatus(md, err); page {
-		return b.notS3Error(status, err)
-	}
-	if err == nil {
-		return nil
-	}
-	sentinel := classify(err)
-	var hint string
-	switch {
-	case errors.Is(sentinel, backend.ErrNoBucket):
-		hint = "bucket does not exist (check the name, the endpoint and the region " + b.regionHint() + ")"
-	case errors.Is(sentinel, backend.ErrAccessDenied):
-		hint = fmt.Sprintf("access denied to %s, using %s: check the keys and that they allow s3:ListBucket", b, source)
-	case errors.Is(sentinel, backend.ErrUnavailable):
-		hint = "endpoint unreachable or failing"
-	default:
-		hint = "unexpected answer"
-	}
-	return wrapErr("check", b.bucket, sentinel, fmt.Errorf("%s: %w", hint, err))
-}
-
-func (b *Backend) regionHint() string {
-	return fmt.Sprintf("%q", b.client.Options().Region)
 }

@@ -188,7 +188,7 @@ func New(ctx context.Context, bucket string, opt Options) (*Backend, error) {
 	}
 	cfg, err := config.LoadDefaultConfig(ctx, loads...)
 	if err != nil {
-		return nil, fmt.Errorf("s3: load AWS configuration: %w", err)
+		return nil, configErr(err)
 	}
 	if cfg.Region == "" {
 		cfg.Region = "us-east-1"
@@ -293,4 +293,21 @@ func (b *Backend) Bucket() string { return b.bucket }
 func (b *Backend) Close() error {
 	b.transport.CloseIdleConnections()
 	return nil
+}
+
+// configErr names what the AWS configuration lacked. A profile named by
+// --profile or AWS_PROFILE that no file defines is the usual one; the
+// SDK's own text ("failed to get shared config profile, x") names neither
+// the files it read nor how to point it at others.
+func configErr(err error) error {
+	var pe config.SharedConfigProfileNotExistError
+	if errors.As(err, &pe) {
+		files := "~/.aws/config or ~/.aws/credentials"
+		if len(pe.Filename) > 0 {
+			files = strings.Join(pe.Filename, " or ")
+		}
+		return backend.Explain(fmt.Sprintf("s3: profile %q: no such profile in %s (--profile and AWS_PROFILE name a profile; "+
+			"AWS_CONFIG_FILE and AWS_SHARED_CREDENTIALS_FILE choose the files)", pe.Profile, files), nil, err)
+	}
+	return fmt.Errorf("s3: load AWS configuration: %w", err)
 }

@@ -86,12 +86,11 @@ func Start(ctx context.Context, o Options) (*Mount, error) {
 		return nil, err
 	}
 	startBackground(s)
+	s.warn(cacheSizeWarning(s.cfg.CacheSize, s.cfg.CacheDir, s.store.Used()))
 	// Not offline: the cache then serves what it holds, and asking the
 	// unreachable backend would only delay the mount by its retries.
 	if !s.offline {
-		if s.warning = emptyPrefixWarning(ctx, s.be, src.String(), src.Prefix); s.warning != "" {
-			log.Warn(s.warning)
-		}
+		s.warn(emptyPrefixWarning(ctx, s.be, src.String(), src.Prefix))
 	}
 	ok = true
 	return s, nil

@@ -24,24 +24,24 @@ import (
 // Mount is one running mount (or, from Open, the same stack without
 // FUSE) and everything it owns, closed in reverse.
 type Mount struct {
-	cfg     *config.Config
-	src     config.Source
-	mnt     string
-	log     *slog.Logger
-	be      backend.Backend
-	eng     uring.Engine
-	store   *cache.Store
-	meta    *meta.Cache
-	fetch   *prefetch.Fetcher
-	fsys    *fs.FS
-	mounted *fs.Mounted
-	session *sessionWriter
-	wb      *writeback.Manager
-	shared  *sharedState // shared.go
-	ops     *opsState    // ops.go
-	stopBg  func()       // background.go
-	warning string       // emptyprefix.go: said to the user once mounted
-	offline bool         // mounted with the backend unreachable (checkBackend)
+	cfg      *config.Config
+	src      config.Source
+	mnt      string
+	log      *slog.Logger
+	be       backend.Backend
+	eng      uring.Engine
+	store    *cache.Store
+	meta     *meta.Cache
+	fetch    *prefetch.Fetcher
+	fsys     *fs.FS
+	mounted  *fs.Mounted
+	session  *sessionWriter
+	wb       *writeback.Manager
+	shared   *sharedState // shared.go
+	ops      *opsState    // ops.go
+	stopBg   func()       // background.go
+	warnings []string     // warnings.go: said to the user once mounted
+	offline  bool         // mounted with the backend unreachable (checkBackend)
 }
 
 // checkBackend proves the bucket exists and the credentials work. An
@@ -70,16 +70,34 @@ func (s *Mount) checkBackend(ctx context.Context) error {
 }
 
 // describeBackendErr names the likely cause of a failed backend check.
+// A backend that explained its error (backend.Explained: S3 names the
+// bucket, endpoint, region and credentials it used) is not explained
+// again; only what the mount itself knows is added (the offline mode).
 func describeBackendErr(src config.Source, err error) error {
+	var explained *backend.Explained
+	known := errors.As(err, &explained)
 	switch {
-	case errors.Is(err, backend.ErrNoBucket):
-		return fmt.Errorf("%s: the bucket does not exist (or the path is not a directory): %w", src, err)
-	case errors.Is(err, backend.ErrAccessDenied):
-		return fmt.Errorf("%s: access denied; check the credentials (AWS_* env, --profile, --key-file): %w", src, err)
 	case errors.Is(err, backend.ErrUnavailable), errors.Is(err, context.DeadlineExceeded):
+		if known {
+			return fmt.Errorf("%s: %w (to serve what the cache holds while offline, mount with --metadata-ttl indefinite)", src, err)
+		}
 		return fmt.Errorf("%s: cannot reach the endpoint (check --endpoint-url and the network; to serve what the cache holds while offline, mount with --metadata-ttl indefinite): %w", src, err)
+	case known:
+		return fmt.Errorf("%s: %w", src, err)
+	case errors.Is(err, backend.ErrNoBucket):
+		return fmt.Errorf("%s: the bucket does not exist: %w", src, err)
+	case errors.Is(err, backend.ErrAccessDenied):
+		return fmt.Errorf("%s: access denied; check the credentials (%s): %w", src, credentialHint(src), err)
 	}
 	return fmt.Errorf("%s: %w", src, err)
+}
+
+// credentialHint names where a source's backend takes its credentials.
+func credentialHint(src config.Source) string {
+	if src.Scheme == "gs" {
+		return "GOOGLE_APPLICATION_CREDENTIALS, --key-file, --anonymous"
+	}
+	return "AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, --profile, --no-sign-request"
 }
 
 func ownerIDs(cfg *config.Config) (uint32, uint32) {
@@ -176,10 +194,6 @@ func (s *Mount) Unmount() {
 // Wait returns once the kernel has unmounted the filesystem (umount, or
 // Unmount); Close then releases the rest.
 func (s *Mount) Wait() { s.mounted.Server.Wait() }
-
-// Warning is what the user should hear about a mount that did come up
-// (its prefix holds no objects), or "".
-func (s *Mount) Warning() string { return s.warning }
 
 // Mountpoint is where s is mounted ("" for a mount from Open).
 func (s *Mount) Mountpoint() string { return s.mnt }

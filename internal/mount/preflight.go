@@ -315,9 +315,23 @@ func Prepare(cfg *config.Config, source, mountpoint string) (config.Source, stri
 		return src, "", err
 	}
 	if err := os.MkdirAll(cfg.CacheDir, 0o700); err != nil {
-		return src, "", fmt.Errorf("--cache-dir %s: %w", cfg.CacheDir, err)
+		return src, "", cacheDirErr(cfg.CacheDir, err)
+	}
+	// An existing directory on a read-only disk would otherwise fail later,
+	// as whatever is written there first (the log file of a background
+	// mount), with a message that does not name --cache-dir.
+	if err := unix.Access(cfg.CacheDir, unix.W_OK|unix.X_OK); err != nil {
+		return src, "", cacheDirErr(cfg.CacheDir, &os.PathError{Op: "access", Path: cfg.CacheDir, Err: err})
 	}
 	return src, mnt, nil
+}
+
+// cacheDirErr says why a cache dir cannot be used.
+func cacheDirErr(dir string, err error) error {
+	if errors.Is(err, unix.EROFS) || errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) {
+		return fmt.Errorf("--cache-dir %s is not writable (%w): the cache needs a directory on a writable local disk", dir, err)
+	}
+	return fmt.Errorf("--cache-dir %s: %w", dir, err)
 }
 
 // ResolveCacheDir makes cfg.CacheDir absolute, choosing the source's own
