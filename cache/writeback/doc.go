@@ -49,6 +49,13 @@
 // (BeginMove); the next mount finishes a rename a crash cut short before
 // any upload starts (moves.go). docs/design-write-path.md draws it all.
 //
+// A journal entry and its staged file end in two steps, ordered so that a
+// kill -9 between them never leaves an entry whose bytes are nowhere: the
+// entry is deleted first when the bytes are done with (a completed upload,
+// a dropped job: the next mount removes a staging file no entry owns), and
+// last when the bytes move to failed-writes (the next mount finds them
+// there). crashpoint.go marks the points in between for the tests.
+//
 // Lock order: Manager.mu, then the namespace's (in-memory
 // SetLocal/ClearLocal). Staging.mu and eagerUpload.mu are leaves, never
 // taken with Manager.mu held; eagerUpload.mu is held for bookkeeping

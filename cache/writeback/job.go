@@ -263,6 +263,17 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 // removes what the upload replaces.
 func (m *Manager) complete(j *Job, r index.UploadRecord, path string, info backend.ObjectInfo) error {
 	k := cache.ObjectKey{Source: m.source, Key: r.Key, Version: info.Version, Size: r.Size, MTime: r.MTime}
+	if r.ThenDelete != "" && m.del != nil {
+		if err := m.del.Delete(m.ctx, r.ThenDelete); err != nil {
+			m.log.Warn("writeback: removing the old name after a rename", "key", r.ThenDelete, "err", err)
+		}
+	}
+	// The journal entry goes before the staged file moves into the cache:
+	// killed in between, the next mount finds a staging file no entry owns
+	// and removes it (the upload is done). The other order left an entry
+	// whose file had gone, reported at the next mount as a lost upload.
+	m.deleteUpload(j.seq, r.Key)
+	m.crashPoint()
 	if err := m.store.Adopt(k, path); err != nil {
 		// The object is up; only the local copy is lost.
 		m.log.Warn("writeback: keeping the uploaded file as cached copy failed", "key", r.Key, "err", err)
@@ -270,12 +281,7 @@ func (m *Manager) complete(j *Job, r index.UploadRecord, path string, info backe
 		m.store.ReleaseStaging(j.reserved)
 	}
 	j.reserved = 0
-	if r.ThenDelete != "" && m.del != nil {
-		if err := m.del.Delete(m.ctx, r.ThenDelete); err != nil {
-			m.log.Warn("writeback: removing the old name after a rename", "key", r.ThenDelete, "err", err)
-		}
-	}
-	m.deleteUpload(j.seq, r.Key)
+	m.crashPoint()
 	return nil
 }
 
@@ -376,12 +382,15 @@ func (m *Manager) dropLocked(j *Job) {
 	if j.journaling {
 		return
 	}
-	os.Remove(filepath.Join(m.store.StagingDir(), j.rec.Staging))
-	m.store.ReleaseStaging(j.reserved)
-	j.reserved = 0
+	// Journal entry first, file second (see complete).
 	if j.seq != 0 {
 		m.deleteUpload(j.seq, j.rec.Key)
 	}
+	m.crashPoint()
+	os.Remove(filepath.Join(m.store.StagingDir(), j.rec.Staging))
+	m.store.ReleaseStaging(j.reserved)
+	j.reserved = 0
+	m.crashPoint()
 }
 
 // supersedeLocked drops every older job of key: the newest commit wins.

@@ -63,6 +63,7 @@ func (m *Manager) keepPath(key, src string, size int64, why error) {
 		os.Remove(src)
 		return
 	}
+	m.crashPoint()
 	k := &keptWrite{Source: m.source, Key: key, Error: why.Error(), Size: size, Created: time.Now().UnixNano(), path: dst}
 	if b, err := json.Marshal(k); err == nil {
 		if err := os.WriteFile(dst+".json", b, 0o600); err != nil {

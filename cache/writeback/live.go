@@ -155,11 +155,14 @@ func (m *Manager) KeepLive(j *Job, why error) {
 		m.names.ClearLocal(dir, name)
 	}
 	m.mu.Unlock()
+	m.store.ReleaseStaging(reserved)
+	// Kept first, entry deleted second: killed in between, the next mount
+	// finds the bytes in failed-writes (keptAlready); the other order left
+	// a staging file no entry owns, which the next mount removes.
+	m.keepPath(key, path, size, why)
 	if seq != 0 {
 		m.deleteUpload(seq, key)
 	}
-	m.store.ReleaseStaging(reserved)
-	m.keepPath(key, path, size, why)
 }
 
 // DiskFree returns the bytes the daemon may still write on the staging

@@ -176,6 +176,11 @@ func (m *Manager) restore(moves []journaledMove) error {
 		}
 		p := filepath.Join(m.store.StagingDir(), r.Staging)
 		f, err := os.Open(p)
+		if err != nil && m.keptAlready(r.Staging) {
+			m.log.Info("writeback: a journaled upload was set aside in failed-writes before the daemon stopped; dropping its entry", "key", r.Key)
+			m.deleteUpload(seq, r.Key)
+			return nil
+		}
 		if err != nil {
 			m.log.Error("writeback: journaled upload lost its staging file; dropping it", "key", r.Key, "err", err)
 			m.deleteUpload(seq, r.Key)

@@ -192,6 +192,8 @@ func (m *Manager) setAsideLocked(j *Job) (string, error) {
 	if err := os.Rename(src, dst); err != nil {
 		return "", fmt.Errorf("writeback: discard %s: %w", j.rec.Key, err)
 	}
+	// Moved aside, still journaled: the next mount finds it kept.
+	m.crashPoint()
 	j.dropped = errCancelled // as a delete: an upload that lands anyway is taken down
 	if j.running {
 		j.cancel()
