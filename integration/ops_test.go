@@ -199,6 +199,18 @@ func TestOpsThroughMount(t *testing.T) {
 	if err != nil || !strings.Contains(stats, "live counts") || !strings.Contains(stats, "objects:") {
 		t.Errorf("cache stats while mounted: %v\n%s", err, stats)
 	}
+	// The same by mountpoint: a user knows where the mount is, not
+	// always where its cache is.
+	byMount, errOut, err := runStrata(t, srv, "cache", "stats", m.dir)
+	if err != nil || !strings.Contains(byMount, "cache dir:   "+m.cacheDir) || !strings.Contains(byMount, "live counts") {
+		t.Errorf("cache stats %s: %v\n%s%s", m.dir, err, byMount, errOut)
+	}
+	if _, errOut, err := runStrata(t, srv, "cache", "stats", t.TempDir()); err == nil || !strings.Contains(errOut, "is not mounted") {
+		t.Errorf("cache stats of a directory that is no mount: %v %q", err, errOut)
+	}
+	if out, _, err := runStrata(t, srv, "cache", "verify", m.dir); err != nil || !strings.Contains(out, "0 bad blocks") {
+		t.Errorf("cache verify by mountpoint: %v %q", err, out)
+	}
 	if out, _, err := runStrata(t, srv, "cache", "verify", "--cache-dir", m.cacheDir); err != nil || !strings.Contains(out, "0 bad blocks") {
 		t.Errorf("cache verify while mounted: %v %q", err, out)
 	}

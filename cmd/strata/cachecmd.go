@@ -29,11 +29,10 @@ func cacheStatsCmd() *cobra.Command {
 	var asJSON bool
 	var last int
 	cmd := &cobra.Command{
-		Use:   "stats --cache-dir DIR",
+		Use:   "stats [MOUNTPOINT | --cache-dir DIR]",
 		Short: "Show what a cache directory holds and the hit ratio of its mounts",
 		Example: `  strata cache stats --cache-dir /nvme/strata
   strata cache stats --cache-dir /nvme/strata --json`,
-		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			st, err := cachetools.CollectStats(dir)
 			if err != nil {
@@ -48,10 +47,9 @@ func cacheStatsCmd() *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
+	cacheDirOrMount(cmd, &dir)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().IntVar(&last, "last", config.Tools().StatsLast, "mounts of the history to show")
-	requireFlag(cmd, "cache-dir")
 	return cmd
 }
 

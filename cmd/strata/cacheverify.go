@@ -22,7 +22,7 @@ func cacheVerifyCmd() *cobra.Command {
 	var asJSON bool
 	var workers int
 	cmd := &cobra.Command{
-		Use:   "verify --cache-dir DIR",
+		Use:   "verify [MOUNTPOINT | --cache-dir DIR]",
 		Short: "Re-check the CRC32C of every cached block and drop the bad ones",
 		Long: `Re-check the CRC32C of every cached block against the index and drop the
 blocks that fail (they are fetched again on their next read). It exits 0 and
@@ -32,7 +32,6 @@ While a mount serves the directory the mount does the check: it covers every
 block the mount has not already checked since it started (blocks it wrote or
 read were checked then); for a check of every block, unmount first.`,
 		Example: `  strata cache verify --cache-dir /nvme/strata`,
-		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
@@ -67,10 +66,9 @@ read were checked then); for a check of every block, unmount first.`,
 			return err
 		},
 	}
-	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
+	cacheDirOrMount(cmd, &dir)
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
 	cmd.Flags().IntVar(&workers, "workers", config.Tools().VerifyWorkers, "objects checked at once (offline)")
-	requireFlag(cmd, "cache-dir")
 	return cmd
 }
 
@@ -79,14 +77,13 @@ func cacheGCCmd() *cobra.Command {
 	var size config.Size
 	var asJSON bool
 	cmd := &cobra.Command{
-		Use:   "gc --cache-dir DIR [--cache-size SIZE]",
+		Use:   "gc [MOUNTPOINT | --cache-dir DIR] [--cache-size SIZE]",
 		Short: "Apply the size limit now: evict least recently used objects",
 		Long: `Evict least recently used objects until the cache is under 90% of its limit
 (if it is above 95%), as a mount does in the background. Offline the limit is
 --cache-size (default: keep 10% of the disk free); through a running mount it
 is the mount's own limit.`,
 		Example: `  strata cache gc --cache-dir /nvme/strata --cache-size 200GiB`,
-		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			var res cachetools.GCResult
 			err := viaMountOr(context.Background(), dir, control.Request{Op: "gc"}, &res, nil, func() error {
@@ -112,10 +109,9 @@ is the mount's own limit.`,
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
+	cacheDirOrMount(cmd, &dir)
 	cmd.Flags().Var(&size, "cache-size", "size limit to apply (offline; default: keep 10% of the disk free)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
-	requireFlag(cmd, "cache-dir")
 	return cmd
 }
 
@@ -156,7 +152,6 @@ mount or another strata command uses the directory: a mounted cache cannot
 be emptied under open files, so unmount first. It also refuses while written
 files wait for upload, unless --force.`,
 		Example: `  strata cache clear --cache-dir /nvme/strata`,
-		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			n, b, err := cachetools.Clear(dir, force)
 			if err != nil {
@@ -166,8 +161,9 @@ files wait for upload, unless --force.`,
 			return nil
 		},
 	}
+	cmd.Args = cobra.NoArgs // a live mount's cache is never cleared: no mountpoint form
 	cmd.Flags().StringVar(&dir, "cache-dir", "", "cache directory")
-	cmd.Flags().BoolVar(&force, "force", false, "also discard written files not yet uploaded")
 	requireFlag(cmd, "cache-dir")
+	cmd.Flags().BoolVar(&force, "force", false, "also discard written files not yet uploaded")
 	return cmd
 }

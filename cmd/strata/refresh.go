@@ -96,7 +96,7 @@ func runRefresh(mountpoint string, args []string) ([]fs.RefreshResult, error) {
 	if err != nil {
 		return nil, err
 	}
-	dir, err := controlDirOf(e.Mountpoint)
+	dir, err := controlDirOf(e.Mountpoint, "refresh")
 	if err != nil {
 		return nil, err
 	}
@@ -112,8 +112,9 @@ func runRefresh(mountpoint string, args []string) ([]fs.RefreshResult, error) {
 	return out.Results, nil
 }
 
-// controlDirOf asks the mount where its control socket is.
-func controlDirOf(mountpoint string) (string, error) {
+// controlDirOf asks the mount where its control socket is (its cache
+// dir), for the command verb (refresh, cache stats...).
+func controlDirOf(mountpoint, verb string) (string, error) {
 	buf := make([]byte, 4096)
 	for {
 		n, err := unix.Getxattr(mountpoint, fs.XattrControl, buf)
@@ -121,13 +122,16 @@ func controlDirOf(mountpoint string) (string, error) {
 		case errors.Is(err, unix.EINTR):
 			continue
 		case errors.Is(err, unix.ENODATA):
+			if verb != "refresh" {
+				return "", fmt.Errorf("%s serves no control socket (it was mounted with --control-socket=false): name its cache with --cache-dir", mountpoint)
+			}
 			return "", fmt.Errorf("%s serves no control socket (it was mounted with --control-socket=false, or by a Strata without refresh): remount it to refresh, or wait for --metadata-ttl", mountpoint)
 		case errors.Is(err, unix.ENOTSUP):
 			return "", fmt.Errorf("%s is not a strata mount", mountpoint)
 		case errors.Is(err, unix.EACCES):
-			return "", fmt.Errorf("refresh %s: only root and the user running the mount may refresh it", mountpoint)
+			return "", fmt.Errorf("%s %s: only root and the user running the mount may %s it", verb, mountpoint, verb)
 		case err != nil:
-			return "", fmt.Errorf("refresh %s: %w", mountpoint, err)
+			return "", fmt.Errorf("%s %s: %w", verb, mountpoint, err)
 		}
 		return string(buf[:n]), nil
 	}
