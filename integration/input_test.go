@@ -398,21 +398,7 @@ func TestEmptyPrefixWarns(t *testing.T) {
 		{"train", ""},
 	} {
 		t.Run(tc.prefix, func(t *testing.T) {
-			mnt := t.TempDir()
-			cmd := exec.Command(bin, append([]string{"mount", srv.source(bucket, tc.prefix), mnt, "--cache-dir", t.TempDir()}, srv.flags()...)...)
-			cmd.Env = append(os.Environ(), srv.env()...)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("mount: %v %s", err, out)
-			}
-			unmountAndWait(t, mnt, "")
-			msg := strings.TrimSpace(string(out))
-			if tc.want == "" && msg != "" {
-				t.Errorf("mount of a prefix with keys printed %q", msg)
-			}
-			if tc.want != "" && (!strings.Contains(msg, tc.want) || strings.Count(msg, "\n") > 0) {
-				t.Errorf("mount of %s printed %q; want one line mentioning %q", tc.prefix, msg, tc.want)
-			}
+			mountSays(t, bin, srv, tc.want, srv.source(bucket, tc.prefix))
 		})
 	}
 }
@@ -432,21 +418,28 @@ func TestOversizedCacheSizeWarns(t *testing.T) {
 		{"64MiB", ""},
 	} {
 		t.Run(tc.size, func(t *testing.T) {
-			mnt := t.TempDir()
-			cmd := exec.Command(bin, append([]string{"mount", srv.source(bucket, ""), mnt, "--cache-dir", t.TempDir(), "--cache-size", tc.size}, srv.flags()...)...)
-			cmd.Env = append(os.Environ(), srv.env()...)
-			out, err := cmd.CombinedOutput()
-			if err != nil {
-				t.Fatalf("mount: %v %s", err, out)
-			}
-			unmountAndWait(t, mnt, "")
-			msg := strings.TrimSpace(string(out))
-			if tc.want == "" && msg != "" {
-				t.Errorf("mount with --cache-size %s printed %q", tc.size, msg)
-			}
-			if tc.want != "" && (!strings.Contains(msg, tc.want) || strings.Count(msg, "\n") > 0) {
-				t.Errorf("mount with --cache-size %s printed %q; want one line mentioning %q", tc.size, msg, tc.want)
-			}
+			mountSays(t, bin, srv, tc.want, srv.source(bucket, ""), "--cache-size", tc.size)
 		})
+	}
+}
+
+// mountSays mounts source with args, unmounts it, and checks what the
+// mount printed: nothing when want is "", else one line mentioning want.
+func mountSays(t *testing.T, bin string, srv *minioServer, want, source string, args ...string) {
+	t.Helper()
+	mnt := t.TempDir()
+	cmd := exec.Command(bin, append(append([]string{"mount", source, mnt, "--cache-dir", t.TempDir()}, args...), srv.flags()...)...)
+	cmd.Env = append(os.Environ(), srv.env()...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("mount: %v %s", err, out)
+	}
+	unmountAndWait(t, mnt, "")
+	msg := strings.TrimSpace(string(out))
+	if want == "" && msg != "" {
+		t.Errorf("mount %s %v printed %q; want nothing", source, args, msg)
+	}
+	if want != "" && (!strings.Contains(msg, want) || strings.Count(msg, "\n") > 0) {
+		t.Errorf("mount %s %v printed %q; want one line mentioning %q", source, args, msg, want)
 	}
 }
