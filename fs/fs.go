@@ -47,6 +47,10 @@ type Options struct {
 	// DirPrefetch: when readers open several uncached small files of one
 	// directory, fetch its other small files in the background.
 	DirPrefetch bool
+	// MaxKeyLen is the longest key the bucket stores (1,024 bytes on S3
+	// and GCS; 0: no limit). A create, mkdir or rename that would make a
+	// longer key is refused with ENAMETOOLONG before anything is written.
+	MaxKeyLen int
 }
 
 // DefaultOptions: 0644 files, 0755 directories, 60 s TTL.

@@ -36,6 +36,16 @@ func checkNames(names ...string) syscall.Errno {
 	return 0
 }
 
+// checkKey refuses, with ENAMETOOLONG, a key the bucket cannot store
+// (Options.MaxKeyLen): the store would refuse its upload for good (S3's
+// KeyTooLongError), after the writer had been told its file was created.
+func (f *FS) checkKey(key string) syscall.Errno {
+	if f.opts.MaxKeyLen > 0 && len(key) > f.opts.MaxKeyLen {
+		return syscall.ENAMETOOLONG
+	}
+	return 0
+}
+
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *gofs.Inode, _ gofs.FileHandle, _ uint32, errno syscall.Errno) {
 	f := d.fsys
 	defer func(start time.Time) { f.observe("create", start, errno) }(time.Now())
@@ -46,6 +56,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 		return nil, nil, 0, errno
 	}
 	key := d.key.get() + name
+	if errno := f.checkKey(key); errno != 0 {
+		return nil, nil, 0, errno
+	}
 	st, err := f.wb.NewStaging(key)
 	if err != nil {
 		return nil, nil, 0, toErrno(err)
@@ -88,6 +101,9 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 		return nil, errno
 	}
 	key := d.key.get() + name + "/"
+	if errno := f.checkKey(key); errno != 0 {
+		return nil, errno
+	}
 	// Object stores have no directories: a zero-byte "name/" marker keeps
 	// an empty one in the tree (as the S3 console and gcsfuse do).
 	w, _ := f.be.(backend.Writer)
@@ -247,6 +263,9 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	}
 	if src.Dir {
 		return f.renameDir(ctx, d, name, nd, newName, exists)
+	}
+	if errno := f.checkKey(nd.key.get() + newName); errno != 0 {
+		return errno
 	}
 	if exists { // the file being replaced uploads nothing any more
 		if ch := nd.GetChild(newName); ch != nil {

@@ -99,6 +99,9 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 	if strings.HasPrefix(newPrefix, oldPrefix) {
 		return syscall.EINVAL
 	}
+	if errno := f.checkKey(newPrefix); errno != 0 {
+		return errno
+	}
 	if destExists {
 		empty, err := f.dirEmpty(ctx, newPrefix)
 		if err != nil {
@@ -129,6 +132,17 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 	if !complete || len(objs)+len(locals) > f.opts.RenameDirLimit {
 		f.log.Info("fs: directory too big to rename here; mv will copy it", "dir", oldPrefix, "limit", f.opts.RenameDirLimit)
 		return syscall.EXDEV
+	}
+	// Every key under the new name must fit, or nothing moves.
+	for _, o := range objs {
+		if errno := f.checkKey(newPrefix + strings.TrimPrefix(o.Key, oldPrefix)); errno != 0 {
+			return errno
+		}
+	}
+	for _, n := range locals {
+		if errno := f.checkKey(newPrefix + strings.TrimPrefix(n.key.get(), oldPrefix)); errno != 0 {
+			return errno
+		}
 	}
 	// A file with local content is moved by moveFile alone, whatever
 	// version of it the listing saw.

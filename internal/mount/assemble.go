@@ -62,6 +62,9 @@ func Start(ctx context.Context, o Options) (*Mount, error) {
 	fo.Passthrough = cfg.Passthrough != "off"
 	fo.RenameDirLimit = cfg.Write.RenameDirLimit
 	fo.DirPrefetch = cfg.DirPrefetch
+	if src.Scheme == "s3" || src.Scheme == "gs" {
+		fo.MaxKeyLen = 1024 // both stores' documented limit, in UTF-8 bytes
+	}
 	fo.Logger = log
 	fo.Observe = opsObserver(s)
 	s.fsys = fs.New(s.be.String(), src.Prefix, s.meta, s.store, s.fetch, fo)
