@@ -47,6 +47,9 @@ func (d *dirNode) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (
 	if errno := checkNames(name); errno != 0 {
 		return nil, errno
 	}
+	if d.fsys.cannotExist(name) {
+		return nil, syscall.ENOENT
+	}
 	e, lease, err := d.fsys.meta.LookupLease(uninterrupted(ctx), d.key.get(), name)
 	if err != nil {
 		if !errors.Is(err, backend.ErrNotExist) {

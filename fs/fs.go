@@ -51,6 +51,10 @@ type Options struct {
 	// and GCS; 0: no limit). A create, mkdir or rename that would make a
 	// longer key is refused with ENAMETOOLONG before anything is written.
 	MaxKeyLen int
+	// UTF8Keys: the bucket's keys are UTF-8 (S3, GCS). A name that is not
+	// cannot be in it: a lookup answers ENOENT without asking, and a
+	// create, mkdir or rename onto it fails with EILSEQ.
+	UTF8Keys bool
 }
 
 // DefaultOptions: 0644 files, 0755 directories, 60 s TTL.

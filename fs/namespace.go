@@ -6,6 +6,7 @@ import (
 	"errors"
 	"syscall"
 	"time"
+	"unicode/utf8"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -36,14 +37,26 @@ func checkNames(names ...string) syscall.Errno {
 	return 0
 }
 
-// checkKey refuses, with ENAMETOOLONG, a key the bucket cannot store
-// (Options.MaxKeyLen): the store would refuse its upload for good (S3's
-// KeyTooLongError), after the writer had been told its file was created.
+// checkKey refuses a key the bucket cannot store: longer than
+// Options.MaxKeyLen (ENAMETOOLONG), or not UTF-8 where keys must be
+// (EILSEQ). The store would refuse its upload for good (S3's
+// KeyTooLongError, a 400 for the bytes), after the writer had been told
+// its file was created.
 func (f *FS) checkKey(key string) syscall.Errno {
 	if f.opts.MaxKeyLen > 0 && len(key) > f.opts.MaxKeyLen {
 		return syscall.ENAMETOOLONG
 	}
+	if f.opts.UTF8Keys && !utf8.ValidString(key) {
+		return syscall.EILSEQ
+	}
 	return 0
+}
+
+// cannotExist reports a name no key of the bucket can hold (not UTF-8
+// where keys are): looking it up, removing it or renaming it answers
+// ENOENT without a request, which the store would refuse with a 400.
+func (f *FS) cannotExist(name string) bool {
+	return f.opts.UTF8Keys && !utf8.ValidString(name)
 }
 
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *gofs.Inode, _ gofs.FileHandle, _ uint32, errno syscall.Errno) {
@@ -128,6 +141,9 @@ func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno)
 	if errno := checkNames(name); errno != 0 {
 		return errno
 	}
+	if f.cannotExist(name) {
+		return syscall.ENOENT
+	}
 	key := d.key.get() + name
 	if ch := d.GetChild(name); ch != nil {
 		if n, ok := ch.Operations().(*fileNode); ok {
@@ -178,6 +194,9 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) 
 	}
 	if errno := checkNames(name); errno != 0 {
 		return errno
+	}
+	if f.cannotExist(name) {
+		return syscall.ENOENT
 	}
 	prefix := d.key.get() + name + "/"
 	empty, err := f.dirEmpty(ctx, prefix)
@@ -238,6 +257,12 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	}
 	if errno := checkNames(name, newName); errno != 0 {
 		return errno
+	}
+	if f.cannotExist(name) {
+		return syscall.ENOENT
+	}
+	if f.cannotExist(newName) {
+		return syscall.EILSEQ
 	}
 	nd, ok := newParent.(*dirNode)
 	if !ok || flags&renameExchange != 0 {

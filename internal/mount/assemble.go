@@ -64,6 +64,7 @@ func Start(ctx context.Context, o Options) (*Mount, error) {
 	fo.DirPrefetch = cfg.DirPrefetch
 	if src.Scheme == "s3" || src.Scheme == "gs" {
 		fo.MaxKeyLen = 1024 // both stores' documented limit, in UTF-8 bytes
+		fo.UTF8Keys = true
 	}
 	fo.Logger = log
 	fo.Observe = opsObserver(s)

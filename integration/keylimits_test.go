@@ -130,3 +130,43 @@ func keysOf(t *testing.T, be backend.Backend) []string {
 	sort.Strings(keys)
 	return keys
 }
+
+// TestNamesThatAreNotUTF8: S3 and GCS keys are UTF-8. A name that is not
+// (a Latin-1 file name from an old archive) cannot be in the bucket, so a
+// lookup answers ENOENT without asking it, and a create, mkdir or rename
+// onto it fails with EILSEQ before anything is written (README, the
+// namespace). Each used to send the request, get HTTP 400, and answer EIO
+// with a warning in the log.
+func TestNamesThatAreNotUTF8(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket).(backend.Backend)
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	if err := os.WriteFile(filepath.Join(m.dir, "good"), []byte("good"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	before := keysOf(t, w)
+	bad := filepath.Join(m.dir, "caf\xe9") // "café" in Latin-1
+	if _, err := os.Stat(bad); !errors.Is(err, syscall.ENOENT) {
+		t.Errorf("stat of a Latin-1 name: %v, want ENOENT", err)
+	}
+	if err := os.WriteFile(bad, []byte("x"), 0o644); !errors.Is(err, syscall.EILSEQ) {
+		t.Errorf("create of a Latin-1 name: %v, want EILSEQ", err)
+	}
+	if err := os.Mkdir(bad, 0o755); !errors.Is(err, syscall.EILSEQ) {
+		t.Errorf("mkdir of a Latin-1 name: %v, want EILSEQ", err)
+	}
+	if err := os.Rename(filepath.Join(m.dir, "good"), bad); !errors.Is(err, syscall.EILSEQ) {
+		t.Errorf("rename onto a Latin-1 name: %v, want EILSEQ", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(m.dir, "good")); err != nil || string(b) != "good" {
+		t.Errorf("the renamed file: %q %v", b, err)
+	}
+	if after := keysOf(t, w); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Errorf("the bucket changed: before %q, after %q", before, after)
+	}
+	if log := logTail(m.cacheDir); strings.Contains(log, "StatusCode: 400") {
+		t.Errorf("a request for a name that cannot be a key reached the bucket:\n%s", log)
+	}
+}
