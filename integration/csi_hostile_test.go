@@ -1,0 +1,108 @@
+package integration
+
+import (
+	"os"
+	"path/filepath"
+	"testing"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+)
+
+// Tests of the CSI driver against a hostile tenant: one who controls a
+// pod (and so its emptyDirs) and the attributes and Secret of its own
+// volumes, and tries to reach what is not theirs through the plugin,
+// which runs as root on the node.
+
+// plantVictim makes a directory of the node the tenant cannot reach
+// (0700), holding files with the names the plugin uses in a hand-off
+// directory, and returns it.
+func plantVictim(t *testing.T) string {
+	t.Helper()
+	victim := filepath.Join(t.TempDir(), "node-private")
+	if err := os.Mkdir(victim, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, name := range []string{"ready", "error", "socket"} {
+		if err := os.WriteFile(filepath.Join(victim, name), []byte("the node's "+name+"\n"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return victim
+}
+
+// checkVictim fails unless victim is as plantVictim left it.
+func checkVictim(t *testing.T, what, victim string) {
+	t.Helper()
+	st, err := os.Lstat(victim)
+	if err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	if st.Mode().Perm() != 0o700 {
+		t.Errorf("%s: the plugin changed the mode of %s to %v (want 0700)", what, victim, st.Mode().Perm())
+	}
+	ents, _ := os.ReadDir(victim)
+	if len(ents) != 3 {
+		var names []string
+		for _, e := range ents {
+			names = append(names, e.Name())
+		}
+		t.Errorf("%s: %s now holds %v, want ready, error and socket untouched", what, victim, names)
+	}
+	for _, name := range []string{"ready", "error", "socket"} {
+		st, err := os.Lstat(filepath.Join(victim, name))
+		if err != nil || !st.Mode().IsRegular() {
+			t.Errorf("%s: the plugin removed or replaced %s/%s (%v)", what, victim, name, err)
+		}
+	}
+}
+
+// TestCSIHandoffDirSymlink: a sidecar-mode volume's hand-off directory
+// is <pod's emptyDir>/<volume>, a place the pod's containers write. A
+// tenant that plants a symlink there, before the publish or while the
+// volume waits for its sidecar, must not get the plugin to chmod 0777,
+// empty, or put its socket in the directory the link points to: the
+// publish is refused, and unpublish removes only what it made.
+func TestCSIHandoffDirSymlink(t *testing.T) {
+	requireFUSE(t)
+	vol := newCSIVolume(t, "sidecar")
+	p := startCSI(t)
+	kubelet := t.TempDir()
+
+	// Planted before NodePublishVolume.
+	victim := plantVictim(t)
+	target, handoff := podTarget(t, kubelet, "pod-symlink", "data")
+	if err := os.Symlink(victim, filepath.Join(handoff, "data")); err != nil {
+		t.Fatal(err)
+	}
+	err := p.publish(publishReq("vol-symlink", target, vol.attrs, vol.secrets))
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Errorf("publish with the hand-off directory a symlink: %v, want FailedPrecondition", err)
+	}
+	checkVictim(t, "symlink planted before the publish", victim)
+	if fs, _ := csiMountAt(target); fs != "" {
+		if err := p.unpublish("vol-symlink", target); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Swapped in while the plugin waits for the sidecar: the unpublish
+	// (which closes the listener and removes the socket) must not remove
+	// the victim's file of that name.
+	victim2 := plantVictim(t)
+	target2, handoff2 := podTarget(t, kubelet, "pod-swap", "data")
+	if err := p.publish(publishReq("vol-swap", target2, vol.attrs, vol.secrets)); err != nil {
+		t.Fatalf("NodePublishVolume: %v", err)
+	}
+	dir := filepath.Join(handoff2, "data")
+	if err := os.Rename(dir, dir+".moved"); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Symlink(victim2, dir); err != nil {
+		t.Fatal(err)
+	}
+	if err := p.unpublish("vol-swap", target2); err != nil {
+		t.Fatalf("NodeUnpublishVolume: %v", err)
+	}
+	checkVictim(t, "symlink swapped in before the unpublish", victim2)
+}
