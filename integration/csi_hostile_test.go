@@ -3,6 +3,7 @@ package integration
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"google.golang.org/grpc/codes"
@@ -105,4 +106,57 @@ func TestCSIHandoffDirSymlink(t *testing.T) {
 		t.Fatalf("NodeUnpublishVolume: %v", err)
 	}
 	checkVictim(t, "symlink swapped in before the unpublish", victim2)
+}
+
+// TestCSINodeCacheNeedsTheBackendsYes: a node-mode cache is shared by
+// the volumes of one identity (access key id), and kept warm after its
+// last user leaves. A tenant who knows another's access key id (it is
+// not a secret) but not the secret must not read what the cache holds:
+// its mount's credentials check has to fail, also when the tenant makes
+// the check fail as if the endpoint were unreachable (a session token
+// that cannot be sent), which with metadataTTL indefinite would start
+// the mount offline on the warm cache.
+func TestCSINodeCacheNeedsTheBackendsYes(t *testing.T) {
+	requireFUSE(t)
+	vol := newCSIVolume(t, "node")
+	p := startCSI(t)
+	kubelet := t.TempDir()
+
+	target, _ := podTarget(t, kubelet, "pod-owner", "data")
+	if err := p.publish(publishReq("vol-owner", target, vol.attrs, vol.secrets)); err != nil {
+		t.Fatalf("NodePublishVolume: %v", err)
+	}
+	if d := diffTrees(vol.want, tree(t, target)); d != "" {
+		t.Fatalf("reads differ from the bucket:\n%s", d)
+	}
+	if err := p.unpublish("vol-owner", target); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, tc := range []struct{ what, token string }{
+		{"a wrong secret", ""},
+		{"a wrong secret and a session token with a newline", "x\ny"},
+		{"a wrong secret and a session token with a control character", "x\x01y"},
+	} {
+		secrets := map[string]string{"AWS_ACCESS_KEY_ID": vol.secrets["AWS_ACCESS_KEY_ID"], "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+		if tc.token != "" {
+			secrets["AWS_SESSION_TOKEN"] = tc.token
+		}
+		target, _ := podTarget(t, kubelet, "pod-thief-"+strings.Repeat("x", i+1), "data")
+		err := p.publish(publishReq("vol-thief", target, vol.attrs, secrets))
+		if err == nil {
+			got := tree(t, target)
+			t.Errorf("%s: the volume was published and reads %d files of the owner's cache", tc.what, len(got))
+			if err := p.unpublish("vol-thief", target); err != nil {
+				t.Fatal(err)
+			}
+			continue
+		}
+		if tc.token != "" && status.Code(err) != codes.InvalidArgument {
+			t.Errorf("%s: %v, want InvalidArgument (a value no credential has)", tc.what, err)
+		}
+		if strings.Contains(err.Error(), "not-the-secret") || (tc.token != "" && strings.Contains(err.Error(), tc.token)) {
+			t.Errorf("%s: the error shows a secret value: %v", tc.what, err)
+		}
+	}
 }

@@ -127,6 +127,12 @@ func TestParseSecrets(t *testing.T) {
 		{in: map[string]string{"LD_PRELOAD": "/evil.so"}, wantErr: `"LD_PRELOAD"`},
 		{in: map[string]string{"aws_access_key_id": "a"}, wantErr: `"aws_access_key_id"`},
 		{in: map[string]string{"access key": "hunter2"}, wantErr: `"access key"`},
+		// Values that cannot be sent in a request (the mount took that for
+		// an unreachable endpoint and could start offline on a warm cache).
+		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SESSION_TOKEN": "x\ny"}, wantErr: `"AWS_SESSION_TOKEN": its value has a space, control`},
+		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a\n"}, wantErr: `a trailing newline?`},
+		{in: map[string]string{"AWS_SECRET_ACCESS_KEY": "s\x01"}, wantErr: `"AWS_SECRET_ACCESS_KEY"`},
+		{in: map[string]string{"AWS_SECRET_ACCESS_KEY": "sé"}, wantErr: `non-ASCII`},
 	}
 	for _, tc := range tests {
 		c, err := ParseSecrets(tc.in)
