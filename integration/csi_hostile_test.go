@@ -159,4 +159,30 @@ func TestCSINodeCacheNeedsTheBackendsYes(t *testing.T) {
 			t.Errorf("%s: the error shows a secret value: %v", tc.what, err)
 		}
 	}
+
+	// The endpoint really down: the backend cannot check a secret, so
+	// only the credentials that passed its check on this cache before
+	// may start offline on it.
+	if err := vol.srv.m.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = vol.srv.m.Restart() })
+	thief := map[string]string{"AWS_ACCESS_KEY_ID": vol.secrets["AWS_ACCESS_KEY_ID"], "AWS_SECRET_ACCESS_KEY": "not-the-secret"}
+	target, _ = podTarget(t, kubelet, "pod-thief-offline", "data")
+	if err := p.publish(publishReq("vol-thief", target, vol.attrs, thief)); err == nil {
+		t.Errorf("endpoint down, a wrong secret: the volume was published and reads %d files of the owner's cache", len(tree(t, target)))
+		if err := p.unpublish("vol-thief", target); err != nil {
+			t.Fatal(err)
+		}
+	}
+	target, _ = podTarget(t, kubelet, "pod-owner-offline", "data")
+	if err := p.publish(publishReq("vol-owner", target, vol.attrs, vol.secrets)); err != nil {
+		t.Fatalf("endpoint down, the owner's secret that passed the check before: %v (want the cache served offline)", err)
+	}
+	if d := diffTrees(vol.want, tree(t, target)); d != "" {
+		t.Errorf("the owner's offline reads differ from the bucket:\n%s", d)
+	}
+	if err := p.unpublish("vol-owner", target); err != nil {
+		t.Fatal(err)
+	}
 }

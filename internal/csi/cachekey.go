@@ -102,3 +102,19 @@ func lastFlag(args []string, name string) (string, bool) {
 	}
 	return val, found
 }
+
+// verifier names these exact credentials (secret values included) for
+// the cache directory dir, as a salted hash: what the plugin records once
+// they passed the backend's check on that cache, so that only they may
+// later start a mount offline on it (nodemode.go).
+func (c Credentials) verifier(dir string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "strata-csi-verified\x00%s\x00", dir)
+	for _, k := range sortedKeys(c.Env) {
+		fmt.Fprintf(h, "%s=%s\x00", k, c.Env[k])
+	}
+	for _, k := range sortedKeys(c.Files) {
+		fmt.Fprintf(h, "%s=%x\x00", k, sha256.Sum256(c.Files[k]))
+	}
+	return hex.EncodeToString(h.Sum(nil))
+}
