@@ -1,6 +1,10 @@
 package integration
 
 import (
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -184,5 +188,81 @@ func TestCSINodeCacheNeedsTheBackendsYes(t *testing.T) {
 	}
 	if err := p.unpublish("vol-owner", target); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCSINodeModeKeyFileReadsNoNodeFile: a Secret's key.json is a Google
+// credentials file, and some types of it are programs for the auth
+// library rather than credentials: an external_account reads the file
+// (or fetches the URL) its credential_source names and sends what it
+// finds to its token_url. In node mode the mount runs in the privileged
+// plugin, so such a key.json would send the tenant any file of the node
+// (another volume's key, the tier's signing key, kubelet's) or what the
+// node's metadata server answers. Node mode refuses it before anything
+// runs; sidecar mode, where it reads the pod's own files (workload
+// identity federation), still takes it.
+func TestCSINodeModeKeyFileReadsNoNodeFile(t *testing.T) {
+	requireFUSE(t)
+	secretFile := filepath.Join(t.TempDir(), "node-only")
+	if err := os.WriteFile(secretFile, []byte("the-node-s-secret"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	stolen := make(chan string, 16)
+	sink := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		b, _ := io.ReadAll(r.Body)
+		stolen <- r.URL.String() + " " + string(b)
+		http.Error(w, "no", http.StatusBadRequest)
+	})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = sink.Serve(l) }()
+	t.Cleanup(func() { sink.Close() })
+	key, err := json.Marshal(map[string]any{
+		"type":               "external_account",
+		"audience":           "//iam.googleapis.com/projects/1/locations/global/workloadIdentityPools/p/providers/x",
+		"subject_token_type": "urn:ietf:params:oauth:token-type:jwt",
+		"token_url":          "http://" + l.Addr().String() + "/token",
+		"credential_source":  map[string]any{"file": secretFile},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startCSI(t)
+	kubelet := t.TempDir()
+	attrs := map[string]string{
+		"source": "gs://some-bucket", "mode": "node", "csi.storage.k8s.io/ephemeral": "false",
+		// https, so that the credentials are used; nothing listens there.
+		"endpointURL": "https://127.0.0.1:1",
+	}
+	target, _ := podTarget(t, kubelet, "pod-keyfile", "data")
+	err = p.publish(publishReq("vol-keyfile", target, attrs, map[string]string{"key.json": string(key)}))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "external_account") {
+		t.Errorf("node mode, key.json of type external_account: %v, want InvalidArgument naming the type", err)
+	}
+	if fs, _ := csiMountAt(target); fs != "" {
+		_ = p.unpublish("vol-keyfile", target)
+	}
+	// Sidecar mode takes it: the sidecar runs it in the pod.
+	attrs["mode"] = "sidecar"
+	target, _ = podTarget(t, kubelet, "pod-keyfile-sidecar", "data")
+	if err := p.publish(publishReq("vol-keyfile", target, attrs, map[string]string{"key.json": string(key)})); err != nil {
+		t.Errorf("sidecar mode, key.json of type external_account: %v", err)
+	} else if err := p.unpublish("vol-keyfile", target); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		select {
+		case s := <-stolen:
+			if strings.Contains(s, "the-node-s-secret") {
+				t.Errorf("the node's file was sent to the key's token_url: %s", s)
+			} else {
+				t.Errorf("the key's token_url was asked: %s", s)
+			}
+			continue
+		default:
+		}
+		break
 	}
 }

@@ -197,3 +197,28 @@ bad line`
 		t.Fatalf("got %+v", got)
 	}
 }
+
+func TestCheckNodeKeyFile(t *testing.T) {
+	for _, tc := range []struct {
+		key     string
+		wantErr string
+	}{
+		{`{"type":"service_account","client_email":"a@b","private_key":"k"}`, ""},
+		{`{"type":"authorized_user","refresh_token":"r"}`, ""},
+		{`{"type":"external_account","credential_source":{"file":"/etc/shadow"},"token_url":"http://attacker"}`, `type "external_account"`},
+		{`{"type":"impersonated_service_account","source_credentials":{"type":"external_account"}}`, `type "impersonated_service_account"`},
+		{`{"credential_source":{"url":"http://169.254.169.254/"}}`, `type ""`},
+		{`not json`, `not a JSON credentials file`},
+	} {
+		err := Credentials{Files: map[string][]byte{GCSKeyFile: []byte(tc.key)}}.checkNodeKeyFile()
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("checkNodeKeyFile(%s) = %v, want %q", tc.key, err, tc.wantErr)
+		}
+		if err != nil && strings.Contains(err.Error(), "attacker") {
+			t.Errorf("checkNodeKeyFile(%s): the error shows the key's content: %v", tc.key, err)
+		}
+	}
+	if err := (Credentials{}).checkNodeKeyFile(); err != nil {
+		t.Errorf("no key.json: %v", err)
+	}
+}

@@ -1,6 +1,7 @@
 package csi
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -143,3 +144,37 @@ func (s Spec) checkInlineNodeMode(allowed bool) error {
 
 // ScopedFlags lists every flag FlagScope knows.
 func ScopedFlags() []string { return sortedKeys(flagScopes) }
+
+// nodeKeyFileTypes are the Google credentials file types a node-mode
+// volume's key.json may have: a key that carries its own secret and
+// names nothing on the node. The others are instructions to the auth
+// library run with the privileged plugin's files and network: an
+// external_account reads the file or URL its credential_source names
+// (any file of the node, the node's metadata server) and sends it to its
+// token_url; an impersonated_service_account nests one. A sidecar-mode
+// mount runs in the pod, where they read the pod's own (workload identity
+// federation), so it takes every type.
+var nodeKeyFileTypes = []string{"service_account", "authorized_user"}
+
+// checkNodeKeyFile refuses a key.json a node-mode mount must not load
+// (TestCSINodeModeKeyFileReadsNoNodeFile).
+func (c Credentials) checkNodeKeyFile() error {
+	b, ok := c.Files[GCSKeyFile]
+	if !ok {
+		return nil
+	}
+	var k struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(b, &k); err != nil {
+		return fmt.Errorf("%w: key %q is not a JSON credentials file", errBadSecret, GCSKeyFile)
+	}
+	for _, t := range nodeKeyFileTypes {
+		if k.Type == t {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: key %q: type %q is not allowed in node mode (want %s): it makes the privileged mount read "+
+		"files or URLs of the node and send them elsewhere; use a service-account key, or sidecar mode",
+		errBadSecret, GCSKeyFile, k.Type, strings.Join(nodeKeyFileTypes, " or "))
+}
