@@ -266,3 +266,59 @@ func TestCSINodeModeKeyFileReadsNoNodeFile(t *testing.T) {
 		break
 	}
 }
+
+// TestCSIInlineNodeModeFileSource: a file:// source reads a directory of
+// the machine the mount runs on. In node mode that is the node, as the
+// privileged plugin sees it (kubelet's pods directory with every pod's
+// Secrets, the plugin's state), so an inline volume (any pod author) may
+// not name one even on a driver that lets inline volumes use node mode;
+// a PersistentVolume (the admin) may, and sidecar mode reads the pod's
+// own container.
+func TestCSIInlineNodeModeFileSource(t *testing.T) {
+	requireFUSE(t)
+	nodeDir := filepath.Join(t.TempDir(), "kubelet-pods")
+	if err := os.MkdirAll(filepath.Join(nodeDir, "other-pod"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(nodeDir, "other-pod", "token"), []byte("another tenant's token"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	p := startCSIIn(t, t.TempDir(), "--allow-inline-node-mode")
+	kubelet := t.TempDir()
+	attrs := map[string]string{"source": "file://" + nodeDir, "mode": "node", "csi.storage.k8s.io/ephemeral": "true"}
+	target, _ := podTarget(t, kubelet, "pod-file", "data")
+	err := p.publish(publishReq("vol-file", target, attrs, nil))
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "file://") {
+		t.Errorf("inline node-mode volume with a file:// source: %v, want PermissionDenied naming file://", err)
+	}
+	if fs, _ := csiMountAt(target); fs != "" {
+		if b, err := os.ReadFile(filepath.Join(target, "other-pod", "token")); err == nil {
+			t.Errorf("the tenant's volume reads the node's file: %q", b)
+		}
+		if err := p.unpublish("vol-file", target); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Kubelet not saying whether the volume is inline: treated as inline.
+	delete(attrs, "csi.storage.k8s.io/ephemeral")
+	target, _ = podTarget(t, kubelet, "pod-file-unknown", "data")
+	if err := p.publish(publishReq("vol-file", target, attrs, nil)); status.Code(err) != codes.PermissionDenied {
+		t.Errorf("node-mode volume of unknown origin with a file:// source: %v, want PermissionDenied", err)
+		if fs, _ := csiMountAt(target); fs != "" {
+			_ = p.unpublish("vol-file", target)
+		}
+	}
+
+	// A PersistentVolume may.
+	attrs["csi.storage.k8s.io/ephemeral"] = "false"
+	target, _ = podTarget(t, kubelet, "pod-file-pv", "data")
+	if err := p.publish(publishReq("vol-file-pv", target, attrs, nil)); err != nil {
+		t.Fatalf("PersistentVolume with a file:// source: %v", err)
+	}
+	if b, err := os.ReadFile(filepath.Join(target, "other-pod", "token")); err != nil || string(b) != "another tenant's token" {
+		t.Errorf("PersistentVolume with a file:// source reads %q, %v", b, err)
+	}
+	if err := p.unpublish("vol-file-pv", target); err != nil {
+		t.Fatal(err)
+	}
+}

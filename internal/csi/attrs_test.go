@@ -222,3 +222,29 @@ func TestCheckNodeKeyFile(t *testing.T) {
 		t.Errorf("no key.json: %v", err)
 	}
 }
+
+func TestInlineNodeModeFileSource(t *testing.T) {
+	for _, tc := range []struct {
+		source, ephemeral string
+		ok                bool
+	}{
+		{"file:///var/lib/kubelet/pods", "true", false},
+		{"file://localhost/var/lib/kubelet", "true", false},
+		{"file:///data", "", false}, // unknown origin: treated as inline
+		{"file:///data", "false", true},
+		{"s3://bucket/prefix", "true", true},
+	} {
+		attrs := map[string]string{AttrSource: tc.source, AttrMode: ModeNode}
+		if tc.ephemeral != "" {
+			attrs[AttrEphemeral] = tc.ephemeral
+		}
+		s, err := ParseSpec(attrs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.checkInlineNodeMode(true)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errNotAllowed)) {
+			t.Errorf("%s (ephemeral %q) on a driver allowing inline node mode: %v, want ok=%v", tc.source, tc.ephemeral, err, tc.ok)
+		}
+	}
+}

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/stratafs/strata/internal/config"
 )
 
 // Who may set what. A volume's attributes come from one of two places:
@@ -135,11 +137,30 @@ func volumeFlags(o origin) []string {
 // inline unless the driver allows it: a node-mode mount runs in the
 // privileged plugin and its cache outlives the pod.
 func (s Spec) checkInlineNodeMode(allowed bool) error {
-	if s.Mode != ModeNode || s.origin == originPV || allowed {
+	if s.Mode != ModeNode || s.origin == originPV {
 		return nil
+	}
+	if allowed {
+		return s.checkInlineNodeSource()
 	}
 	return fmt.Errorf("%w: %s=%s: %s, because the driver was deployed without --allow-inline-node-mode; "+
 		"use a PersistentVolume, or sidecar mode", errNotAllowed, AttrMode, ModeNode, s.origin.inlineWhy())
+}
+
+// checkInlineNodeSource refuses a file:// source for an inline node-mode
+// volume: the mount runs in the privileged plugin, so the directory is
+// the node's as the plugin sees it (kubelet's pods with every pod's
+// Secrets, the plugin's state), bind-mounted into the tenant's pod
+// (TestCSIInlineNodeModeFileSource). Where the bytes come from is the
+// admin's to say, as for endpointURL; in sidecar mode the directory is
+// the pod's own.
+func (s Spec) checkInlineNodeSource() error {
+	src, err := config.ParseSource(s.Source)
+	if err != nil || src.Scheme != "file" {
+		return nil // not a file:// source (the mount refuses what does not parse)
+	}
+	return fmt.Errorf("%w: %s=%q: a file:// source in node mode reads the node's files as the privileged plugin sees them; "+
+		"%s: use a PersistentVolume, or sidecar mode", errNotAllowed, AttrSource, s.Source, s.origin.inlineWhy())
 }
 
 // ScopedFlags lists every flag FlagScope knows.
