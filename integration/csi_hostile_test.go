@@ -322,3 +322,59 @@ func TestCSIInlineNodeModeFileSource(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestCSIInlineNodeModeNodeIdentity: a node-mode volume without a Secret
+// reads with the node's identity (the plugin's instance role or service
+// account). On a driver that lets inline volumes use node mode, a pod
+// author must not borrow it: an inline volume without a Secret is refused
+// unless it reads anonymously; a PersistentVolume (the admin) may use it.
+func TestCSIInlineNodeModeNodeIdentity(t *testing.T) {
+	requireFUSE(t)
+	vol := newCSIVolume(t, "node")
+	m := vol.srv.m
+	// The node's identity: credentials the plugin finds on its own.
+	home := t.TempDir()
+	if err := os.MkdirAll(filepath.Join(home, ".aws"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(home, ".aws", "credentials"),
+		[]byte("[default]\naws_access_key_id = "+m.AccessKey+"\naws_secret_access_key = "+m.SecretKey+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	t.Setenv("HOME", home)
+	p := startCSIIn(t, t.TempDir(), "--allow-inline-node-mode", "--mount-arg=--endpoint-url="+m.Endpoint,
+		"--mount-arg=--force-path-style", "--mount-arg=--region="+m.Region)
+	kubelet := t.TempDir()
+	inline := map[string]string{"source": vol.attrs["source"], "mode": "node", "csi.storage.k8s.io/ephemeral": "true"}
+	target, _ := podTarget(t, kubelet, "pod-ambient", "data")
+	err := p.publish(publishReq("vol-ambient", target, inline, nil))
+	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "Secret") {
+		t.Errorf("inline node-mode volume without a Secret: %v, want PermissionDenied asking for a Secret", err)
+	}
+	if fs, _ := csiMountAt(target); fs != "" {
+		t.Errorf("the tenant reads %d files with the node's identity", len(tree(t, target)))
+		if err := p.unpublish("vol-ambient", target); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// With its own Secret it works, and so does a PersistentVolume
+	// without one.
+	target, _ = podTarget(t, kubelet, "pod-own-secret", "data")
+	if err := p.publish(publishReq("vol-own", target, inline, vol.secrets)); err != nil {
+		t.Fatalf("inline node-mode volume with its own Secret: %v", err)
+	}
+	if err := p.unpublish("vol-own", target); err != nil {
+		t.Fatal(err)
+	}
+	pv := map[string]string{"source": vol.attrs["source"], "mode": "node", "csi.storage.k8s.io/ephemeral": "false"}
+	target, _ = podTarget(t, kubelet, "pod-pv", "data")
+	if err := p.publish(publishReq("vol-pv", target, pv, nil)); err != nil {
+		t.Fatalf("PersistentVolume without a Secret (the node's identity): %v", err)
+	}
+	if d := diffTrees(vol.want, tree(t, target)); d != "" {
+		t.Errorf("PersistentVolume reads differ from the bucket:\n%s", d)
+	}
+	if err := p.unpublish("vol-pv", target); err != nil {
+		t.Fatal(err)
+	}
+}

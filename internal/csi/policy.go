@@ -163,6 +163,33 @@ func (s Spec) checkInlineNodeSource() error {
 		"%s: use a PersistentVolume, or sidecar mode", errNotAllowed, AttrSource, s.Source, s.origin.inlineWhy())
 }
 
+// checkInlineIdentity refuses an inline node-mode volume that would read
+// with the node's identity: without a Secret a node-mode mount uses what
+// the privileged plugin finds (its instance role, service account or
+// credential files), which a pod author must not borrow
+// (TestCSIInlineNodeModeNodeIdentity). Anonymous reads, and an identity
+// the driver's own --mount-arg chose for every volume (--profile,
+// --key-file), are not the node's ambient one.
+func (s Spec) checkInlineIdentity(c Credentials, driverArgs []string) error {
+	if s.Mode != ModeNode || s.origin == originPV || !c.Empty() {
+		return nil
+	}
+	args := append(append([]string{}, driverArgs...), s.Args...)
+	for _, f := range []string{"no-sign-request", "anonymous"} {
+		if v, ok := lastFlag(args, f); ok && v != "false" {
+			return nil
+		}
+	}
+	for _, f := range []string{"profile", "key-file"} {
+		if v, ok := lastFlag(driverArgs, f); ok && v != "" {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: a node-mode volume without a Secret reads with the node's identity; %s: "+
+		"give it a Secret (nodePublishSecretRef), read anonymously (mountOptions: no-sign-request), "+
+		"or use a PersistentVolume or sidecar mode", errNotAllowed, s.origin.inlineWhy())
+}
+
 // ScopedFlags lists every flag FlagScope knows.
 func ScopedFlags() []string { return sortedKeys(flagScopes) }
 
