@@ -346,20 +346,26 @@ func TestCSIInlineNodeModeNodeIdentity(t *testing.T) {
 		"--mount-arg=--force-path-style", "--mount-arg=--region="+m.Region)
 	kubelet := t.TempDir()
 	inline := map[string]string{"source": vol.attrs["source"], "mode": "node", "csi.storage.k8s.io/ephemeral": "true"}
-	target, _ := podTarget(t, kubelet, "pod-ambient", "data")
-	err := p.publish(publishReq("vol-ambient", target, inline, nil))
-	if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "Secret") {
-		t.Errorf("inline node-mode volume without a Secret: %v, want PermissionDenied asking for a Secret", err)
-	}
-	if fs, _ := csiMountAt(target); fs != "" {
-		t.Errorf("the tenant reads %d files with the node's identity", len(tree(t, target)))
-		if err := p.unpublish("vol-ambient", target); err != nil {
-			t.Fatal(err)
+	for i, secrets := range []map[string]string{
+		nil,
+		// An id without its secret: the SDK falls back to the node's.
+		{"AWS_ACCESS_KEY_ID": m.AccessKey},
+	} {
+		target, _ := podTarget(t, kubelet, "pod-ambient-"+strings.Repeat("x", i+1), "data")
+		err := p.publish(publishReq("vol-ambient", target, inline, secrets))
+		if status.Code(err) != codes.PermissionDenied || !strings.Contains(err.Error(), "Secret") {
+			t.Errorf("inline node-mode volume with secret keys %v: %v, want PermissionDenied asking for a Secret", secrets, err)
+		}
+		if fs, _ := csiMountAt(target); fs != "" {
+			t.Errorf("secret keys %v: the tenant reads %d files with the node's identity", secrets, len(tree(t, target)))
+			if err := p.unpublish("vol-ambient", target); err != nil {
+				t.Fatal(err)
+			}
 		}
 	}
 	// With its own Secret it works, and so does a PersistentVolume
 	// without one.
-	target, _ = podTarget(t, kubelet, "pod-own-secret", "data")
+	target, _ := podTarget(t, kubelet, "pod-own-secret", "data")
 	if err := p.publish(publishReq("vol-own", target, inline, vol.secrets)); err != nil {
 		t.Fatalf("inline node-mode volume with its own Secret: %v", err)
 	}

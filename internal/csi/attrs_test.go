@@ -248,3 +248,43 @@ func TestInlineNodeModeFileSource(t *testing.T) {
 		}
 	}
 }
+
+func TestInlineNodeModeIdentity(t *testing.T) {
+	aws := map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s"}
+	for _, tc := range []struct {
+		source, opts string
+		secrets      map[string]string
+		driver       []string
+		ok           bool
+	}{
+		{"s3://bkt", "", nil, nil, false},
+		{"s3://bkt", "", aws, nil, true},
+		{"s3://bkt", "", map[string]string{"AWS_ACCESS_KEY_ID": "a"}, nil, false}, // no secret: the SDK falls back to the node's
+		{"s3://bkt", "", map[string]string{"AWS_SESSION_TOKEN": "t"}, nil, false}, // likewise
+		{"gs://bkt", "", aws, nil, false},                                         // GCS ignores AWS keys
+		{"gs://bkt", "", map[string]string{"key.json": `{"type":"service_account"}`}, nil, true},
+		{"s3://bkt", "no-sign-request", nil, nil, true},
+		{"gs://bkt", "anonymous", nil, nil, true},
+		{"s3://bkt", "no-sign-request=false", nil, nil, false},
+		{"s3://bkt", "", nil, []string{"--profile=tenants"}, true}, // the driver chose it for every volume
+		{"s3://bkt", "", nil, []string{"--max-fetches=8"}, false},
+	} {
+		attrs := map[string]string{AttrSource: tc.source, AttrMode: ModeNode, AttrEphemeral: "true", AttrMountOptions: tc.opts}
+		s, err := ParseSpec(attrs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ParseSecrets(tc.secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.checkInlineIdentity(c, tc.driver)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errNotAllowed)) {
+			t.Errorf("%s %q secrets %v driver %v: %v, want ok=%v", tc.source, tc.opts, tc.secrets, tc.driver, err, tc.ok)
+		}
+		attrs[AttrEphemeral] = "false"
+		if s, _ := ParseSpec(attrs, true); s.checkInlineIdentity(c, tc.driver) != nil {
+			t.Errorf("%s %q as a PersistentVolume: refused", tc.source, tc.opts)
+		}
+	}
+}

@@ -171,7 +171,7 @@ func (s Spec) checkInlineNodeSource() error {
 // the driver's own --mount-arg chose for every volume (--profile,
 // --key-file), are not the node's ambient one.
 func (s Spec) checkInlineIdentity(c Credentials, driverArgs []string) error {
-	if s.Mode != ModeNode || s.origin == originPV || !c.Empty() {
+	if s.Mode != ModeNode || s.origin == originPV || c.namesIdentity(s.Source) {
 		return nil
 	}
 	args := append(append([]string{}, driverArgs...), s.Args...)
@@ -185,9 +185,27 @@ func (s Spec) checkInlineIdentity(c Credentials, driverArgs []string) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: a node-mode volume without a Secret reads with the node's identity; %s: "+
-		"give it a Secret (nodePublishSecretRef), read anonymously (mountOptions: no-sign-request), "+
-		"or use a PersistentVolume or sidecar mode", errNotAllowed, s.origin.inlineWhy())
+	return fmt.Errorf("%w: a node-mode volume without a Secret naming its identity (for s3:// both AWS_ACCESS_KEY_ID and "+
+		"AWS_SECRET_ACCESS_KEY, for gs:// %s) reads with the node's identity; %s: "+
+		"give it such a Secret (nodePublishSecretRef), read anonymously (mountOptions: no-sign-request), "+
+		"or use a PersistentVolume or sidecar mode", errNotAllowed, GCSKeyFile, s.origin.inlineWhy())
+}
+
+// namesIdentity reports whether the Secret alone says whom a mount of
+// source reads as. A partial one does not: the AWS SDK takes keys from the
+// environment only when both the id and the secret are there, and the GCS
+// client ignores AWS keys; either then falls back to the node's identity.
+func (c Credentials) namesIdentity(source string) bool {
+	src, err := config.ParseSource(source)
+	switch {
+	case err != nil:
+		return false
+	case src.Scheme == "s3":
+		return c.Env["AWS_ACCESS_KEY_ID"] != "" && c.Env["AWS_SECRET_ACCESS_KEY"] != ""
+	case src.Scheme == "gs":
+		return len(c.Files[GCSKeyFile]) > 0
+	}
+	return true // file://: no identity
 }
 
 // ScopedFlags lists every flag FlagScope knows.
