@@ -97,3 +97,17 @@ func TestIdentityHasNoSecret(t *testing.T) {
 		t.Errorf("identity %q does not name the access key and the service account", id)
 	}
 }
+
+// An access key id without its secret is not the identity a mount reads
+// as: the AWS SDK then falls back to the node's. Its cache must be the
+// ambient one, not that of the key id's owner.
+func TestIdentityOfAKeyIDAlone(t *testing.T) {
+	alone := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "AKIA1"}}
+	owner := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "AKIA1", "AWS_SECRET_ACCESS_KEY": "s"}}
+	if alone.Identity() == owner.Identity() {
+		t.Errorf("a key id without its secret has the identity of its owner (%q)", owner.Identity())
+	}
+	if got := alone.Identity(); got != (Credentials{}).Identity() {
+		t.Errorf("a key id without its secret: identity %q, want the ambient one", got)
+	}
+}
