@@ -80,7 +80,12 @@ func keyFileIdentity(b []byte) string {
 		PrivateKeyID string `json:"private_key_id"`
 		Audience     string `json:"audience"` // external_account (workload identity federation)
 	}
-	if json.Unmarshal(b, &k) == nil && (k.ClientEmail != "" || k.ClientID != "" || k.Audience != "") {
+	// A client id alone names no one: gcloud's user credentials
+	// (authorized_user) all carry gcloud's own OAuth client id, so two
+	// users' keys would share a cache (TestIdentityOfUserCredentials).
+	// Those are named by the content's hash, like any key without a
+	// service account or an audience.
+	if json.Unmarshal(b, &k) == nil && (k.ClientEmail != "" || k.Audience != "") {
 		return strings.Join([]string{k.Type, k.ClientEmail, k.ClientID, k.PrivateKeyID, k.Audience}, "/")
 	}
 	sum := sha256.Sum256(b)
