@@ -1,7 +1,11 @@
 package integration
 
 import (
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/x509"
 	"encoding/json"
+	"encoding/pem"
 	"io"
 	"net"
 	"net/http"
@@ -382,5 +386,63 @@ func TestCSIInlineNodeModeNodeIdentity(t *testing.T) {
 	}
 	if err := p.unpublish("vol-pv", target); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCSINodeModeKeyFileTokenURI: a service-account key.json names the
+// URL its signed token request goes to (token_uri). In node mode the
+// request leaves from the privileged plugin, on the node's network, and
+// the answer's body comes back in the publish error (a FailedMount event
+// the tenant reads): a request forged to any address the node reaches.
+// Node mode takes Google's token endpoints only.
+func TestCSINodeModeKeyFileTokenURI(t *testing.T) {
+	requireFUSE(t)
+	asked := make(chan string, 16)
+	internal := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		asked <- r.Method + " " + r.URL.String()
+		http.Error(w, "internal-service-answer", http.StatusBadRequest)
+	})}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = internal.Serve(l) }()
+	t.Cleanup(func() { internal.Close() })
+	pk, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	der, err := x509.MarshalPKCS8PrivateKey(pk)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := json.Marshal(map[string]any{
+		"type": "service_account", "project_id": "p", "private_key_id": "k1",
+		"private_key":  string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})),
+		"client_email": "tenant@p.iam.gserviceaccount.com", "client_id": "1",
+		"token_uri": "http://" + l.Addr().String() + "/admin/reset",
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startCSI(t)
+	kubelet := t.TempDir()
+	attrs := map[string]string{"source": "gs://some-bucket", "mode": "node", "csi.storage.k8s.io/ephemeral": "false",
+		"endpointURL": "https://127.0.0.1:1"}
+	target, _ := podTarget(t, kubelet, "pod-token-uri", "data")
+	err = p.publish(publishReq("vol-token-uri", target, attrs, map[string]string{"key.json": string(key)}))
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "token_uri") {
+		t.Errorf("node mode, key.json with token_uri on the node's network: %v, want InvalidArgument naming token_uri", err)
+	}
+	if err != nil && strings.Contains(err.Error(), "internal-service-answer") {
+		t.Errorf("the publish error shows the answer of the address token_uri named: %v", err)
+	}
+	if fs, _ := csiMountAt(target); fs != "" {
+		_ = p.unpublish("vol-token-uri", target)
+	}
+	select {
+	case s := <-asked:
+		t.Errorf("the plugin sent a request to the key's token_uri: %s", s)
+	default:
 	}
 }

@@ -209,6 +209,9 @@ func TestCheckNodeKeyFile(t *testing.T) {
 		{`{"type":"impersonated_service_account","source_credentials":{"type":"external_account"}}`, `type "impersonated_service_account"`},
 		{`{"credential_source":{"url":"http://169.254.169.254/"}}`, `type ""`},
 		{`not json`, `not a JSON credentials file`},
+		{`{"type":"service_account","token_uri":"https://oauth2.googleapis.com/token"}`, ""},
+		{`{"type":"service_account","token_uri":"http://10.0.0.1:8080/attacker"}`, `token_uri is not Google's`},
+		{`{"type":"authorized_user","token_uri":"http://169.254.169.254/attacker"}`, `token_uri is not Google's`},
 	} {
 		err := Credentials{Files: map[string][]byte{GCSKeyFile: []byte(tc.key)}}.checkNodeKeyFile()
 		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/stratafs/strata/internal/config"
@@ -222,6 +223,10 @@ func ScopedFlags() []string { return sortedKeys(flagScopes) }
 // federation), so it takes every type.
 var nodeKeyFileTypes = []string{"service_account", "authorized_user"}
 
+// googleTokenURLs are the token endpoints Google's keys name.
+var googleTokenURLs = []string{"https://oauth2.googleapis.com/token", "https://accounts.google.com/o/oauth2/token",
+	"https://www.googleapis.com/oauth2/v4/token"}
+
 // checkNodeKeyFile refuses a key.json a node-mode mount must not load
 // (TestCSINodeModeKeyFileReadsNoNodeFile).
 func (c Credentials) checkNodeKeyFile() error {
@@ -230,17 +235,27 @@ func (c Credentials) checkNodeKeyFile() error {
 		return nil
 	}
 	var k struct {
-		Type string `json:"type"`
+		Type     string `json:"type"`
+		TokenURI string `json:"token_uri"`
+		TokenURL string `json:"token_url"`
 	}
 	if err := json.Unmarshal(b, &k); err != nil {
 		return fmt.Errorf("%w: key %q is not a JSON credentials file", errBadSecret, GCSKeyFile)
 	}
-	for _, t := range nodeKeyFileTypes {
-		if k.Type == t {
-			return nil
+	if !slices.Contains(nodeKeyFileTypes, k.Type) {
+		return fmt.Errorf("%w: key %q: type %q is not allowed in node mode (want %s): it makes the privileged mount read "+
+			"files or URLs of the node and send them elsewhere; use a service-account key, or sidecar mode",
+			errBadSecret, GCSKeyFile, k.Type, strings.Join(nodeKeyFileTypes, " or "))
+	}
+	// The token request leaves from the plugin, on the node's network,
+	// and the answer's body comes back in the publish error: a token_uri
+	// of the tenant's choosing is a request to any address the node
+	// reaches (TestCSINodeModeKeyFileTokenURI).
+	for _, u := range []string{k.TokenURI, k.TokenURL} {
+		if u != "" && !slices.Contains(googleTokenURLs, u) {
+			return fmt.Errorf("%w: key %q: its token_uri is not Google's token endpoint (want %s): in node mode "+
+				"the request would leave from the node", errBadSecret, GCSKeyFile, strings.Join(googleTokenURLs, " or "))
 		}
 	}
-	return fmt.Errorf("%w: key %q: type %q is not allowed in node mode (want %s): it makes the privileged mount read "+
-		"files or URLs of the node and send them elsewhere; use a service-account key, or sidecar mode",
-		errBadSecret, GCSKeyFile, k.Type, strings.Join(nodeKeyFileTypes, " or "))
+	return nil
 }
