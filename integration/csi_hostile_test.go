@@ -14,6 +14,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/container-storage-interface/spec/lib/go/csi"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 )
@@ -444,5 +445,52 @@ func TestCSINodeModeKeyFileTokenURI(t *testing.T) {
 	case s := <-asked:
 		t.Errorf("the plugin sent a request to the key's token_uri: %s", s)
 	default:
+	}
+}
+
+// TestCSINodeModeNoSetuid: a volume may set uid, gid and file-mode (any
+// pod author can, for inline volumes), so it can make every file of its
+// bucket look setuid root. The node-mode mount and its bind in the pod
+// must then be nosuid (and nodev), so that the bits mean nothing.
+func TestCSINodeModeNoSetuid(t *testing.T) {
+	requireFUSE(t)
+	vol := newCSIVolume(t, "node")
+	p := startCSI(t)
+	kubelet := t.TempDir()
+	attrs := map[string]string{}
+	for k, v := range vol.attrs {
+		attrs[k] = v
+	}
+	attrs["mountOptions"] = "force-path-style,uid=0,gid=0,file-mode=6755"
+	for _, readOnly := range []string{"true", "false"} {
+		attrs["readOnly"] = readOnly
+		target, _ := podTarget(t, kubelet, "pod-setuid-"+readOnly, "data")
+		req := publishReq("vol-setuid-"+readOnly, target, attrs, vol.secrets)
+		if readOnly == "false" {
+			req.VolumeCapability.AccessMode.Mode = csi.VolumeCapability_AccessMode_SINGLE_NODE_WRITER
+		}
+		if err := p.publish(req); err != nil {
+			t.Fatalf("readOnly %s: NodePublishVolume: %v", readOnly, err)
+		}
+		b, _ := os.ReadFile("/proc/self/mountinfo")
+		found := false
+		for _, line := range strings.Split(string(b), "\n") {
+			f := strings.Fields(line)
+			if len(f) > 5 && csiUnescape(f[4]) == target {
+				found = true
+				opts := "," + f[5] + ","
+				for _, want := range []string{",nosuid,", ",nodev,"} {
+					if !strings.Contains(opts, want) {
+						t.Errorf("readOnly %s: the pod's mount %s has options %s, want %s", readOnly, target, f[5], strings.Trim(want, ","))
+					}
+				}
+			}
+		}
+		if !found {
+			t.Errorf("%s not in mountinfo", target)
+		}
+		if err := p.unpublish("vol-setuid-"+readOnly, target); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
