@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -75,5 +76,50 @@ func TestCSIPublishUnpublishRace(t *testing.T) {
 	t.Logf("plugin descriptors: %d before, %d after", before, fds())
 	if after := fds(); after > before {
 		t.Errorf("the plugin holds %d descriptors, %d before the races", after, before)
+	}
+}
+
+// TestCSISecretsStayOutOfLogs: a volume's secret reaches the mount as its
+// environment (or a 0600 file), never its command line, which any user
+// on the node reads in /proc/PID/cmdline, nor a log or a file of the
+// plugin's state another user can read.
+func TestCSISecretsStayOutOfLogs(t *testing.T) {
+	requireFUSE(t)
+	vol := newCSIVolume(t, "node")
+	secret := vol.secrets["AWS_SECRET_ACCESS_KEY"]
+	p := startCSI(t)
+	kubelet := t.TempDir()
+	target, _ := podTarget(t, kubelet, "pod-secret-logs", "data")
+	if err := p.publish(publishReq("vol-secret-logs", target, vol.attrs, vol.secrets)); err != nil {
+		t.Fatalf("NodePublishVolume: %v", err)
+	}
+	tree(t, target)
+	procs, _ := filepath.Glob("/proc/[0-9]*/cmdline")
+	for _, c := range procs {
+		if b, err := os.ReadFile(c); err == nil && strings.Contains(string(b), secret) {
+			t.Errorf("%s holds the secret: %q", c, b)
+		}
+	}
+	err := filepath.Walk(p.dir, func(path string, info os.FileInfo, err error) error {
+		if err != nil || !info.Mode().IsRegular() {
+			return nil // gone meanwhile, or not a file
+		}
+		if strings.HasPrefix(path, filepath.Join(p.dir, "cache")+"/") {
+			return nil // cached bucket bytes
+		}
+		b, err := os.ReadFile(path)
+		if err == nil && strings.Contains(string(b), secret) {
+			t.Errorf("%s (mode %v) holds the secret", path, info.Mode().Perm())
+		}
+		if err == nil && info.Mode().Perm()&0o044 != 0 && strings.Contains(path, "creds") {
+			t.Errorf("%s is readable by others (mode %v)", path, info.Mode().Perm())
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := p.unpublish("vol-secret-logs", target); err != nil {
+		t.Fatal(err)
 	}
 }
