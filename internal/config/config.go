@@ -142,3 +142,12 @@ func DefaultCacheDir(src Source, endpoint string) (string, error) {
 	}
 	return filepath.Join(base, "strata", name+"-"+hex.EncodeToString(sum[:4])), nil
 }
+
+// OfflineStartEnv, set to "never" in the environment of `strata mount`,
+// makes a mount whose backend check finds the endpoint unreachable fail
+// instead of starting offline on what its cache holds (--metadata-ttl
+// indefinite). The CSI plugin sets it for a node-mode volume whose Secret
+// has not passed the backend's check on that cache before: node-mode
+// caches are shared by identity (the access key id), not by secret, and
+// offline nothing checks the secret.
+const OfflineStartEnv = "STRATA_OFFLINE_START"

@@ -255,6 +255,17 @@ func ParseSecrets(secrets map[string]string) (Credentials, error) {
 		case k == GCSKeyFile:
 			c.Files[GCSKeyFile] = []byte(v)
 		case slices.Contains(SecretEnv, k):
+			// AWS keys, secrets and session tokens are printable ASCII.
+			// Anything else cannot authenticate, and a control character
+			// makes the request unsendable, which the mount takes for an
+			// unreachable endpoint: with metadataTTL indefinite it then
+			// started offline on the node-mode cache of the key id's
+			// owner without the backend checking the secret
+			// (TestCSINodeCacheNeedsTheBackendsYes).
+			if i := strings.IndexFunc(v, func(r rune) bool { return r <= ' ' || r > '~' }); i >= 0 {
+				return Credentials{}, fmt.Errorf("%w: key %q: its value has a space, control or non-ASCII character at byte %d "+
+					"(a trailing newline?); credentials are printable ASCII", errBadSecret, k, i)
+			}
 			c.Env[k] = v
 		default:
 			hint := secretHints[k]

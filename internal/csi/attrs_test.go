@@ -127,6 +127,12 @@ func TestParseSecrets(t *testing.T) {
 		{in: map[string]string{"LD_PRELOAD": "/evil.so"}, wantErr: `"LD_PRELOAD"`},
 		{in: map[string]string{"aws_access_key_id": "a"}, wantErr: `"aws_access_key_id"`},
 		{in: map[string]string{"access key": "hunter2"}, wantErr: `"access key"`},
+		// Values that cannot be sent in a request (the mount took that for
+		// an unreachable endpoint and could start offline on a warm cache).
+		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SESSION_TOKEN": "x\ny"}, wantErr: `"AWS_SESSION_TOKEN": its value has a space, control`},
+		{in: map[string]string{"AWS_ACCESS_KEY_ID": "a\n"}, wantErr: `a trailing newline?`},
+		{in: map[string]string{"AWS_SECRET_ACCESS_KEY": "s\x01"}, wantErr: `"AWS_SECRET_ACCESS_KEY"`},
+		{in: map[string]string{"AWS_SECRET_ACCESS_KEY": "sé"}, wantErr: `non-ASCII`},
 	}
 	for _, tc := range tests {
 		c, err := ParseSecrets(tc.in)
@@ -189,5 +195,99 @@ bad line`
 		{Dev: "0:39", Root: "/", Mountpoint: "/tmp/probe/mnt", FSType: "fuse.strata", Source: "s3://b/"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("got %+v", got)
+	}
+}
+
+func TestCheckNodeKeyFile(t *testing.T) {
+	for _, tc := range []struct {
+		key     string
+		wantErr string
+	}{
+		{`{"type":"service_account","client_email":"a@b","private_key":"k"}`, ""},
+		{`{"type":"authorized_user","refresh_token":"r"}`, ""},
+		{`{"type":"external_account","credential_source":{"file":"/etc/shadow"},"token_url":"http://attacker"}`, `type "external_account"`},
+		{`{"type":"impersonated_service_account","source_credentials":{"type":"external_account"}}`, `type "impersonated_service_account"`},
+		{`{"credential_source":{"url":"http://169.254.169.254/"}}`, `type ""`},
+		{`not json`, `not a JSON credentials file`},
+		{`{"type":"service_account","token_uri":"https://oauth2.googleapis.com/token"}`, ""},
+		{`{"type":"service_account","token_uri":"http://10.0.0.1:8080/attacker"}`, `token_uri is not Google's`},
+		{`{"type":"authorized_user","token_uri":"http://169.254.169.254/attacker"}`, `token_uri is not Google's`},
+	} {
+		err := Credentials{Files: map[string][]byte{GCSKeyFile: []byte(tc.key)}}.checkNodeKeyFile()
+		if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+			t.Errorf("checkNodeKeyFile(%s) = %v, want %q", tc.key, err, tc.wantErr)
+		}
+		if err != nil && strings.Contains(err.Error(), "attacker") {
+			t.Errorf("checkNodeKeyFile(%s): the error shows the key's content: %v", tc.key, err)
+		}
+	}
+	if err := (Credentials{}).checkNodeKeyFile(); err != nil {
+		t.Errorf("no key.json: %v", err)
+	}
+}
+
+func TestInlineNodeModeFileSource(t *testing.T) {
+	for _, tc := range []struct {
+		source, ephemeral string
+		ok                bool
+	}{
+		{"file:///var/lib/kubelet/pods", "true", false},
+		{"file://localhost/var/lib/kubelet", "true", false},
+		{"file:///data", "", false}, // unknown origin: treated as inline
+		{"file:///data", "false", true},
+		{"s3://bucket/prefix", "true", true},
+	} {
+		attrs := map[string]string{AttrSource: tc.source, AttrMode: ModeNode}
+		if tc.ephemeral != "" {
+			attrs[AttrEphemeral] = tc.ephemeral
+		}
+		s, err := ParseSpec(attrs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.checkInlineNodeMode(true)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errNotAllowed)) {
+			t.Errorf("%s (ephemeral %q) on a driver allowing inline node mode: %v, want ok=%v", tc.source, tc.ephemeral, err, tc.ok)
+		}
+	}
+}
+
+func TestInlineNodeModeIdentity(t *testing.T) {
+	aws := map[string]string{"AWS_ACCESS_KEY_ID": "a", "AWS_SECRET_ACCESS_KEY": "s"}
+	for _, tc := range []struct {
+		source, opts string
+		secrets      map[string]string
+		driver       []string
+		ok           bool
+	}{
+		{"s3://bkt", "", nil, nil, false},
+		{"s3://bkt", "", aws, nil, true},
+		{"s3://bkt", "", map[string]string{"AWS_ACCESS_KEY_ID": "a"}, nil, false}, // no secret: the SDK falls back to the node's
+		{"s3://bkt", "", map[string]string{"AWS_SESSION_TOKEN": "t"}, nil, false}, // likewise
+		{"gs://bkt", "", aws, nil, false},                                         // GCS ignores AWS keys
+		{"gs://bkt", "", map[string]string{"key.json": `{"type":"service_account"}`}, nil, true},
+		{"s3://bkt", "no-sign-request", nil, nil, true},
+		{"gs://bkt", "anonymous", nil, nil, true},
+		{"s3://bkt", "no-sign-request=false", nil, nil, false},
+		{"s3://bkt", "", nil, []string{"--profile=tenants"}, true}, // the driver chose it for every volume
+		{"s3://bkt", "", nil, []string{"--max-fetches=8"}, false},
+	} {
+		attrs := map[string]string{AttrSource: tc.source, AttrMode: ModeNode, AttrEphemeral: "true", AttrMountOptions: tc.opts}
+		s, err := ParseSpec(attrs, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := ParseSecrets(tc.secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		err = s.checkInlineIdentity(c, tc.driver)
+		if tc.ok != (err == nil) || (err != nil && !errors.Is(err, errNotAllowed)) {
+			t.Errorf("%s %q secrets %v driver %v: %v, want ok=%v", tc.source, tc.opts, tc.secrets, tc.driver, err, tc.ok)
+		}
+		attrs[AttrEphemeral] = "false"
+		if s, _ := ParseSpec(attrs, true); s.checkInlineIdentity(c, tc.driver) != nil {
+			t.Errorf("%s %q as a PersistentVolume: refused", tc.source, tc.opts)
+		}
 	}
 }

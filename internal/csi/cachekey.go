@@ -54,7 +54,11 @@ func (s Spec) CacheKey(c Credentials, driverArgs []string) string {
 // credentials are the ambient identity (the plugin's or the pod's).
 func (c Credentials) Identity() string {
 	var parts []string
-	if id := c.Env["AWS_ACCESS_KEY_ID"]; id != "" {
+	// The AWS SDK reads keys from the environment only when both the id
+	// and the secret are there; an id alone leaves the mount on the
+	// node's identity, and naming it by the id would give it the cache of
+	// the id's owner (TestIdentityOfAKeyIDAlone).
+	if id := c.Env["AWS_ACCESS_KEY_ID"]; id != "" && c.Env["AWS_SECRET_ACCESS_KEY"] != "" {
 		parts = append(parts, "aws:"+id)
 	}
 	if b, ok := c.Files[GCSKeyFile]; ok {
@@ -76,7 +80,12 @@ func keyFileIdentity(b []byte) string {
 		PrivateKeyID string `json:"private_key_id"`
 		Audience     string `json:"audience"` // external_account (workload identity federation)
 	}
-	if json.Unmarshal(b, &k) == nil && (k.ClientEmail != "" || k.ClientID != "" || k.Audience != "") {
+	// A client id alone names no one: gcloud's user credentials
+	// (authorized_user) all carry gcloud's own OAuth client id, so two
+	// users' keys would share a cache (TestIdentityOfUserCredentials).
+	// Those are named by the content's hash, like any key without a
+	// service account or an audience.
+	if json.Unmarshal(b, &k) == nil && (k.ClientEmail != "" || k.Audience != "") {
 		return strings.Join([]string{k.Type, k.ClientEmail, k.ClientID, k.PrivateKeyID, k.Audience}, "/")
 	}
 	sum := sha256.Sum256(b)
@@ -101,4 +110,20 @@ func lastFlag(args []string, name string) (string, bool) {
 		}
 	}
 	return val, found
+}
+
+// verifier names these exact credentials (secret values included) for
+// the cache directory dir, as a salted hash: what the plugin records once
+// they passed the backend's check on that cache, so that only they may
+// later start a mount offline on it (nodemode.go).
+func (c Credentials) verifier(dir string) string {
+	h := sha256.New()
+	fmt.Fprintf(h, "strata-csi-verified\x00%s\x00", dir)
+	for _, k := range sortedKeys(c.Env) {
+		fmt.Fprintf(h, "%s=%s\x00", k, c.Env[k])
+	}
+	for _, k := range sortedKeys(c.Files) {
+		fmt.Fprintf(h, "%s=%x\x00", k, sha256.Sum256(c.Files[k]))
+	}
+	return hex.EncodeToString(h.Sum(nil))
 }

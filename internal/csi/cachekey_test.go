@@ -97,3 +97,34 @@ func TestIdentityHasNoSecret(t *testing.T) {
 		t.Errorf("identity %q does not name the access key and the service account", id)
 	}
 }
+
+// An access key id without its secret is not the identity a mount reads
+// as: the AWS SDK then falls back to the node's. Its cache must be the
+// ambient one, not that of the key id's owner.
+func TestIdentityOfAKeyIDAlone(t *testing.T) {
+	alone := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "AKIA1"}}
+	owner := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "AKIA1", "AWS_SECRET_ACCESS_KEY": "s"}}
+	if alone.Identity() == owner.Identity() {
+		t.Errorf("a key id without its secret has the identity of its owner (%q)", owner.Identity())
+	}
+	if got := alone.Identity(); got != (Credentials{}).Identity() {
+		t.Errorf("a key id without its secret: identity %q, want the ambient one", got)
+	}
+}
+
+// gcloud's user credentials (authorized_user) all carry gcloud's OAuth
+// client id and no service account: two users' keys are not one identity.
+func TestIdentityOfUserCredentials(t *testing.T) {
+	user := func(token string) Credentials {
+		return Credentials{Files: map[string][]byte{GCSKeyFile: []byte(`{"type":"authorized_user",` +
+			`"client_id":"764086051850-6qr4p6gpi6hn506pt8ejuq83di341hur.apps.googleusercontent.com",` +
+			`"client_secret":"d-FL95Q19q7MQmFpd7hHD0Ty","refresh_token":"` + token + `"}`)}}
+	}
+	alice, bob := user("1//alice"), user("1//bob")
+	if alice.Identity() == bob.Identity() {
+		t.Errorf("two users' authorized_user keys have one identity %q: they would share a node-mode cache", alice.Identity())
+	}
+	if strings.Contains(alice.Identity(), "alice") {
+		t.Errorf("identity %q holds the refresh token", alice.Identity())
+	}
+}

@@ -96,26 +96,14 @@ func shortDir(dir string) (string, func(), error) {
 
 // ListenHandoff listens on dir/socket (replacing a stale one), readable
 // and writable by any user in the pod, since the sidecar may run as any.
+// dir must be a directory, not a symlink (handoffdir.go).
 func ListenHandoff(dir string) (*net.UnixListener, error) {
-	sock := filepath.Join(dir, SocketName)
-	if err := os.Remove(sock); err != nil && !errors.Is(err, os.ErrNotExist) {
-		return nil, fmt.Errorf("csi: remove stale socket: %w", err)
-	}
-	short, done, err := shortDir(dir)
+	h, err := openHandoffDir(dir)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
-	l, err := net.ListenUnix("unixpacket", &net.UnixAddr{Name: filepath.Join(short, SocketName), Net: "unixpacket"})
-	if err != nil {
-		return nil, fmt.Errorf("csi: listen %s: %w", sock, err)
-	}
-	l.SetUnlinkOnClose(false)
-	if err := os.Chmod(sock, 0o666); err != nil {
-		l.Close()
-		return nil, fmt.Errorf("csi: chmod %s: %w", sock, err)
-	}
-	return l, nil
+	defer h.Close() // the bound socket does not need the descriptor
+	return h.listen()
 }
 
 // DialHandoff connects to dir/socket.

@@ -47,6 +47,14 @@ func (d *Driver) NodePublishVolume(ctx context.Context, req *csi.NodePublishVolu
 	if err != nil {
 		return nil, attrError(err)
 	}
+	if spec.Mode == ModeNode {
+		if err := creds.checkNodeKeyFile(); err != nil {
+			return nil, attrError(err)
+		}
+	}
+	if err := spec.checkInlineIdentity(creds, d.opts.ExtraMountArgs); err != nil {
+		return nil, attrError(err)
+	}
 	if d.opts.ValidateArgs != nil {
 		if err := d.opts.ValidateArgs(spec.Args); err != nil {
 			return nil, status.Errorf(codes.InvalidArgument, "volume attributes: %v", err)

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/grpc/codes"
 
 	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/internal/config"
 )
 
 // Node mode: one `strata mount` per distinct volume (source, arguments,
@@ -153,10 +154,32 @@ func (n *nodeShares) ensureMounted(ctx context.Context, dir, mnt string, spec Sp
 	args = append(append(args, n.opts.tierKeyArgs(spec)...), spec.Args...)
 	cmd := exec.CommandContext(ctx, n.opts.StrataBin, args...)
 	cmd.Env = append(os.Environ(), creds.Environ(credDir)...)
+	// The cache is shared by identity, not by secret: a mount that starts
+	// offline (endpoint unreachable, metadataTTL indefinite) checks no
+	// secret, so only credentials that passed the backend's check on this
+	// cache before may (TestCSINodeCacheNeedsTheBackendsYes). Without a
+	// Secret the identity is the node's, the same for every such volume.
+	verified := filepath.Join(n.opts.StateDir, "verified", filepath.Base(cacheDir))
+	mark := creds.verifier(cacheDir)
+	checked := creds.Empty()
+	if b, err := os.ReadFile(verified); err == nil && string(b) == mark {
+		checked = true
+	}
+	if !checked {
+		cmd.Env = append(cmd.Env, config.OfflineStartEnv+"=never")
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		return errorf(codes.Internal, "strata mount %s: %v: %s (log: %s)", spec.Source, err,
 			strings.TrimSpace(string(out)), filepath.Join(dir, "strata.log"))
+	}
+	if !checked { // started, and not offline: the backend took these credentials
+		if err := os.MkdirAll(filepath.Dir(verified), 0o700); err == nil {
+			err = os.WriteFile(verified, []byte(mark), 0o600)
+		}
+		if err != nil {
+			n.log.Warn("csi: recording checked credentials; this volume will not start offline", "err", err)
+		}
 	}
 	n.log.Info("csi: shared mount started", "source", spec.Source, "mountpoint", mnt, "cache_dir", cacheDir)
 	return nil

@@ -39,6 +39,7 @@ const handoffAnswer = 5 * time.Minute
 type sidecarVol struct {
 	target   string
 	dir      string
+	hdir     *handoffDir // dir, opened once; closed by release
 	handoff  Handoff
 	readOnly bool
 	timeout  time.Duration
@@ -80,22 +81,37 @@ func (d *Driver) publishSidecar(volumeID, target string, spec Spec, creds Creden
 	if err != nil {
 		return errorf(codes.FailedPrecondition, "sidecar mode: %v", err)
 	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return fmt.Errorf("csi: hand-off dir: %w", err)
+	// dir is in the pod's emptyDir, which the pod writes: it is opened
+	// once, refusing a symlink, and used through that descriptor only
+	// (handoffdir.go).
+	hdir, err := openHandoffDir(dir)
+	if errors.Is(err, errHandoffDir) {
+		return errorf(codes.FailedPrecondition, "sidecar mode: %v", err)
+	} else if err != nil {
+		return err
 	}
 	// The sidecar, any uid, writes ready/error here.
-	if err := os.Chmod(dir, 0o777); err != nil {
+	if err := hdir.chmodDir(0o777); err != nil {
 		d.log.Warn("csi: hand-off dir not writable for all; a sidecar of another uid cannot answer", "dir", dir, "err", err)
 	}
-	os.Remove(filepath.Join(dir, ReadyName))
-	os.Remove(filepath.Join(dir, ErrorName))
-	l, err := ListenHandoff(dir)
-	if err != nil {
+	for _, name := range []string{ReadyName, ErrorName} {
+		if err := hdir.remove(name); err != nil {
+			d.log.Warn("csi: stale hand-off file", "err", err)
+		}
+	}
+	l, err := hdir.listen()
+	if errors.Is(err, errHandoffDir) {
+		_ = hdir.Close()
+		return errorf(codes.FailedPrecondition, "sidecar mode: %v", err)
+	} else if err != nil {
+		_ = hdir.Close()
 		return err
 	}
 	dev, err := mountFUSE(target, spec.Source, spec.ReadOnly)
 	if err != nil {
 		l.Close()
+		_ = hdir.remove(SocketName) // best effort: the publish failed anyway
+		_ = hdir.Close()
 		return err
 	}
 	if spec.ReadAheadKB > 0 {
@@ -103,7 +119,7 @@ func (d *Driver) publishSidecar(volumeID, target string, spec Spec, creds Creden
 			d.log.Warn("csi: kernel readahead unchanged", "target", target, "err", err)
 		}
 	}
-	v = &sidecarVol{target: target, dir: dir, readOnly: spec.ReadOnly, timeout: d.opts.HandoffTimeout, log: d.log, l: l, dev: dev, done: make(chan struct{}),
+	v = &sidecarVol{target: target, dir: dir, hdir: hdir, readOnly: spec.ReadOnly, timeout: d.opts.HandoffTimeout, log: d.log, l: l, dev: dev, done: make(chan struct{}),
 		handoff: Handoff{VolumeID: volumeID, VolumeName: volume, Source: spec.Source, Args: spec.Args,
 			CacheDir: spec.CacheDir, Env: creds.Env, Files: creds.Files, Backing: true}}
 	d.mu.Lock()
@@ -214,7 +230,12 @@ func (v *sidecarVol) release() {
 	v.mu.Unlock()
 	if l != nil {
 		l.Close()
-		os.Remove(filepath.Join(v.dir, SocketName))
+		// Through the descriptor: the pod may have put a symlink at dir
+		// since, and a path would remove a "socket" wherever it points.
+		if err := v.hdir.remove(SocketName); err != nil {
+			v.log.Warn("csi: removing the hand-off socket", "err", err)
+		}
+		_ = v.hdir.Close() // read-only directory: nothing to flush
 	}
 	if dev != nil {
 		dev.Close()
@@ -255,6 +276,8 @@ func (d *Driver) unpublishSidecar(target string) error {
 	}
 	if v != nil {
 		v.stop()
+		// RemoveAll unlinks a symlink put at dir instead of following it,
+		// and never follows one below it.
 		os.RemoveAll(v.dir)
 	}
 	return removeTarget(target)

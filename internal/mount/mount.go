@@ -59,6 +59,10 @@ func (s *Mount) checkBackend(ctx context.Context) error {
 	if err == nil {
 		return nil
 	}
+	if errors.Is(err, backend.ErrUnavailable) && s.cfg.MetadataTTL == config.Indefinite && os.Getenv(config.OfflineStartEnv) == "never" {
+		return fmt.Errorf("%w (not served offline: these credentials never passed the backend's check on this shared cache)",
+			describeBackendErr(s.src, err))
+	}
 	if errors.Is(err, backend.ErrUnavailable) && s.cfg.MetadataTTL == config.Indefinite {
 		if hdr, found, _ := s.store.Index().GetDir(index.TagFor(s.be.String()), s.src.Prefix); found && hdr.Complete {
 			s.log.Warn("backend unreachable; serving from the cache only (metadata-ttl indefinite)", "source", s.src.String(), "err", err)
