@@ -120,7 +120,7 @@ func TestCSISidecarMode(t *testing.T) {
 	target, handoff := podTarget(t, kubelet, "6f1c2a4e-8d3b-4b8e-9a51-2f7d0c9e4b11", "dataset")
 
 	// Argument checks come back as InvalidArgument.
-	bad := publishReq("vol-bad", target, map[string]string{"source": "s3://b", "metadataTtl": "1m"}, nil)
+	bad := publishReq("vol-bad", target, map[string]string{"source": "s3://bkt", "metadataTtl": "1m"}, nil)
 	if err := p.publish(bad); status.Code(err) != codes.InvalidArgument {
 		t.Fatalf("typo in attributes: %v, want InvalidArgument", err)
 	}

@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/stratafs/strata/internal/config"
 )
 
 // Volume attribute keys (PV spec.csi.volumeAttributes, or an inline
@@ -126,8 +128,11 @@ func ParseSpec(attrs map[string]string, readOnlyRequest bool) (Spec, error) {
 	if s.Source == "" {
 		return bad("%s is required (s3://bucket[/prefix], gs://bucket[/prefix] or file:///path)", AttrSource)
 	}
-	if !strings.Contains(s.Source, "://") {
-		return bad("%s=%q: want s3://, gs:// or file://", AttrSource, s.Source)
+	// Parsed as the mount will parse it: the source is strata mount's
+	// first argument, and one that is not a source (--config=/x://y) must
+	// not reach its argument list.
+	if _, err := config.ParseSource(s.Source); err != nil {
+		return bad("%s: %v", AttrSource, err)
 	}
 	if s.CacheDir != "" && s.Mode == ModeNode {
 		return bad("%s is for sidecar mode; node mode caches under the plugin's --cache-root", AttrCacheDir)

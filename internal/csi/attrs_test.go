@@ -66,6 +66,10 @@ func TestParseSpec(t *testing.T) {
 		{name: "bad ephemeral", attrs: with(AttrEphemeral, "maybe"), wantErr: "want true or false"},
 		{name: "no source", attrs: map[string]string{}, wantErr: "source is required"},
 		{name: "bad source", attrs: map[string]string{AttrSource: "bucket"}, wantErr: "want s3://"},
+		// A source is strata mount's first argument: one that reads as a
+		// flag must never get there.
+		{name: "source that is a flag", attrs: map[string]string{AttrSource: "--config=/x://y"}, wantErr: "want s3://"},
+		{name: "source with a bad bucket", attrs: map[string]string{AttrSource: "s3://-x"}, wantErr: "not a valid bucket name"},
 		{name: "typo", attrs: with("metadataTtl", "1m"), wantErr: `unknown key "metadataTtl"`},
 		{name: "bad mode", attrs: with(AttrMode, "daemon"), wantErr: "want sidecar or node"},
 		{name: "bad bool", attrs: with(AttrReadOnly, "yes please"), wantErr: "want true or false"},

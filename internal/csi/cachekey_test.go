@@ -6,8 +6,8 @@ import (
 )
 
 func TestShareKey(t *testing.T) {
-	a, _ := ParseSpec(map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode}, false)
-	b, _ := ParseSpec(map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode, AttrMetadataTTL: "1h"}, false)
+	a, _ := ParseSpec(map[string]string{AttrSource: "s3://bkt/x", AttrMode: ModeNode}, false)
+	b, _ := ParseSpec(map[string]string{AttrSource: "s3://bkt/x", AttrMode: ModeNode, AttrMetadataTTL: "1h"}, false)
 	k1 := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "one"}}
 	k2 := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "two"}}
 	rotated := Credentials{Env: map[string]string{"AWS_ACCESS_KEY_ID": "one", "AWS_SECRET_ACCESS_KEY": "new"}}
@@ -26,7 +26,7 @@ func TestShareKey(t *testing.T) {
 // same bytes with the same authority.
 func TestCacheKey(t *testing.T) {
 	spec := func(kv ...string) Spec {
-		attrs := map[string]string{AttrSource: "s3://b/x", AttrMode: ModeNode, AttrEphemeral: "false"}
+		attrs := map[string]string{AttrSource: "s3://bkt/x", AttrMode: ModeNode, AttrEphemeral: "false"}
 		for i := 0; i+1 < len(kv); i += 2 {
 			attrs[kv[i]] = kv[i+1]
 		}
@@ -52,7 +52,7 @@ func TestCacheKey(t *testing.T) {
 		{"same volume", spec().CacheKey(aws("AKIA1", "s1"), nil), true},
 		{"other options that do not change the bytes", spec(AttrMetadataTTL, "1h", AttrMountOptions, "max-fetches=8,uid=7").CacheKey(aws("AKIA1", "s1"), nil), true},
 		{"a rotated secret of the same identity", spec().CacheKey(aws("AKIA1", "s2"), nil), true},
-		{"other source", spec(AttrSource, "s3://b/y").CacheKey(aws("AKIA1", "s1"), nil), false},
+		{"other source", spec(AttrSource, "s3://bkt/y").CacheKey(aws("AKIA1", "s1"), nil), false},
 		{"other endpoint", spec(AttrEndpointURL, "http://minio:9000").CacheKey(aws("AKIA1", "s1"), nil), false},
 		{"endpoint from the driver", spec().CacheKey(aws("AKIA1", "s1"), []string{"--endpoint-url", "http://minio:9000"}), false},
 		{"other access key id", spec().CacheKey(aws("AKIA2", "s1"), nil), false},
