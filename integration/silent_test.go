@@ -117,3 +117,53 @@ func TestTransferGoesSilent(t *testing.T) {
 		})
 	}
 }
+
+// TestOutageIsNotLoggedPerRead: with the endpoint gone, every read of
+// uncached data fails at once (the breaker) with EIO; the log says so
+// when the outage is found, not once more per read. Before the fix each
+// failed read added two warnings (the fetcher's and the filesystem's):
+// 104 lines for 50 reads, and a data loader retrying through an outage
+// filled the log in the cache dir.
+func TestOutageIsNotLoggedPerRead(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t).(*minioServer)
+	bucket := srv.newBucket(t)
+	files := map[string][]byte{"a.bin": randData(81, 3<<20)}
+	put(t, srv.writer(t, bucket), files)
+	tp := startToxiproxy(t)
+	addr := tp.proxy(t, "outage-log", srv.m.Addr)
+	m := startMount(t, srv, srv.source(bucket, ""), "", append(endpointOf(addr), "--metadata-ttl", "indefinite")...)
+	p := filepath.Join(m.dir, "a.bin")
+	if _, err := os.Stat(p); err != nil {
+		t.Fatal(err)
+	}
+	tp.enable(t, "outage-log", false)
+	if _, err := os.ReadFile(p); !errors.Is(err, syscall.EIO) {
+		t.Fatalf("read with the endpoint gone: %v, want EIO", err)
+	}
+	warnings := func() int {
+		b, _ := os.ReadFile(filepath.Join(m.cacheDir, "strata.log"))
+		return bytes.Count(b, []byte(`"level":"WARN"`))
+	}
+	before := warnings()
+	for range 50 {
+		if _, err := os.ReadFile(p); !errors.Is(err, syscall.EIO) {
+			t.Fatalf("read with the endpoint known gone: %v, want EIO", err)
+		}
+	}
+	// A probe may find the endpoint still gone and a read pay for it: a
+	// few lines, never one per read.
+	if n := warnings() - before; n > 6 {
+		t.Errorf("50 failed reads with the endpoint known gone logged %d warnings, want a few at most", n)
+	}
+	tp.enable(t, "outage-log", true)
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
+		b, err := os.ReadFile(p)
+		if err == nil && bytes.Equal(b, files["a.bin"]) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("a.bin 20 s after the endpoint came back: %v", err)
+		}
+	}
+}
