@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -155,6 +156,13 @@ func TestOutageIsNotLoggedPerRead(t *testing.T) {
 	// few lines, never one per read.
 	if n := warnings() - before; n > 6 {
 		t.Errorf("50 failed reads with the endpoint known gone logged %d warnings, want a few at most", n)
+	}
+	// The outage shows in `strata cache stats` too: before, its counters
+	// (fetch errors in session.json) were never printed, and read errors
+	// not even collected, so the stats of a dying mount looked healthy.
+	stats, _, err := runStrata(t, srv, "cache", "stats", "--cache-dir", m.cacheDir)
+	if err != nil || !strings.Contains(stats, "errors:") || !strings.Contains(stats, "reads failed") {
+		t.Errorf("strata cache stats with reads failing does not say so: %v\n%s", err, stats)
 	}
 	tp.enable(t, "outage-log", true)
 	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(250 * time.Millisecond) {
