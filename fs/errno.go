@@ -42,6 +42,11 @@ var errnoTable = []struct {
 	{errNotMountUser, syscall.EACCES},
 	{errNameTooLong, syscall.ENAMETOOLONG},
 	{cache.ErrNoSpace, syscall.ENOSPC},
+	// A backend whose own retries are spent is EIO (README), whatever its
+	// last attempt's error wraps: before the context rows, since GCS's
+	// "retry deadline reached" wraps context.DeadlineExceeded and a
+	// lookup or listing of a silent endpoint came out as ETIMEDOUT.
+	{backend.ErrUnavailable, syscall.EIO},
 	{context.Canceled, syscall.EINTR},
 	{context.DeadlineExceeded, syscall.ETIMEDOUT},
 }

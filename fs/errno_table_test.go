@@ -40,6 +40,12 @@ func TestErrnoTableCases(t *testing.T) {
 		{"deadline", wrap(context.DeadlineExceeded), syscall.ETIMEDOUT},
 		{"no bucket is not a missing file", wrap(backend.ErrNoBucket), syscall.EIO},
 		{"unavailable", wrap(backend.ErrUnavailable), syscall.EIO},
+		// A backend whose retries are spent is EIO (README) whatever its
+		// last attempt's error: GCS's "retry deadline reached" wraps the
+		// deadline, and a listing or lookup of a silent endpoint came out
+		// as ETIMEDOUT ("Connection timed out").
+		{"unavailable after a deadline", wrap(fmt.Errorf("%w: retry deadline of 1m0s reached: %w", backend.ErrUnavailable, context.DeadlineExceeded)), syscall.EIO},
+		{"unavailable after a cancel", wrap(fmt.Errorf("%w: %w", backend.ErrUnavailable, context.Canceled)), syscall.EIO},
 		// The first row an error matches wins: the table's order is its meaning.
 		{"first row wins", errors.Join(cache.ErrNoSpace, backend.ErrNotExist), syscall.ENOENT},
 		{"table before pass-through", errors.Join(syscall.EPERM, backend.ErrAccessDenied), syscall.EACCES},

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -301,6 +302,10 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 		errno := readErrno(err)
 		if key := h.n.key.get(); errno == syscall.ESTALE {
 			f.log.Warn("fs: read failed (ESTALE): the object changed in the bucket since this version of the file was looked up; "+f.staleHint(key), "key", key, "off", off, "err", err)
+		} else if errors.Is(err, prefetch.ErrBackendDown) {
+			// Failed at once by the breaker: the outage was logged when
+			// it was found, not once per read (prefetch.ErrBackendDown).
+			f.log.Debug("fs: read failed", "key", key, "off", off, "err", err)
 		} else {
 			f.log.Warn("fs: read failed", "key", key, "off", off, "err", err)
 		}

@@ -14,8 +14,8 @@ import (
 // known to be gone: "EIO at once (within 1 s)".
 const lookupFastBound = time.Second
 
-// TestLookupsWithTheBackendGone: the endpoint refuses connections, or the
-// bucket is deleted, under a live mount with default flags. The first
+// TestLookupsWithTheBackendGone: the endpoint refuses connections, never
+// answers them, or the bucket is deleted, under a live mount with default flags. The first
 // lookup that needs the bucket fails with EIO within README's 10 s; from
 // then on a lookup of a name never seen fails within 1 s, names already
 // listed answer from the cache, a walk of the whole tree ends, and once
@@ -33,6 +33,16 @@ func TestLookupsWithTheBackendGone(t *testing.T) {
 		down, back func(t *testing.T, bucket string)
 	}{
 		{"refused", func(t *testing.T, _ string) { tp.enable(t, "lookups-refused", false) }, func(t *testing.T, _ string) { tp.enable(t, "lookups-refused", true) }},
+		// Connections are accepted and never answered (a black hole):
+		// before the fix a lookup waited out every attempt's 30 s, 2.5
+		// minutes in all, and so did the probe that finds the bucket back.
+		{"blackhole", func(t *testing.T, _ string) {
+			tp.toxic(t, "lookups-blackhole", "hole-up", "timeout", "upstream", 1, map[string]int64{"timeout": 0})
+			tp.toxic(t, "lookups-blackhole", "hole-down", "timeout", "downstream", 1, map[string]int64{"timeout": 0})
+		}, func(t *testing.T, _ string) {
+			tp.removeToxic(t, "lookups-blackhole", "hole-up")
+			tp.removeToxic(t, "lookups-blackhole", "hole-down")
+		}},
 		{"bucket-deleted", func(t *testing.T, bucket string) {
 			if err := srv.m.DeleteBucket(bucket); err != nil {
 				t.Fatal(err)

@@ -17,7 +17,14 @@ import (
 )
 
 var (
-	errClosed = errors.New("prefetch: fetcher closed")
+	// ErrBackendDown marks a fetch the breaker failed without a request:
+	// the backend is known to be down, and the failure that found it so
+	// was logged. Callers log these at debug level only: during an outage
+	// every read of uncached data fails this way, and warnings for each
+	// (the fetcher's and the filesystem's) flooded the log in the cache
+	// dir, 149 lines for 50 reads (TestOutageIsNotLoggedPerRead).
+	ErrBackendDown = errors.New("prefetch: backend known to be down, no request sent")
+	errClosed      = errors.New("prefetch: fetcher closed")
 	// errNoBudget ends a readahead block that could not get a buffer.
 	errNoBudget = errors.New("prefetch: no buffer budget")
 )
@@ -349,7 +356,12 @@ func (f *Fetcher) run(t *task) {
 		if lastErr == nil {
 			lastErr = errClosed
 		}
-		if !errors.Is(lastErr, errNoBudget) {
+		switch {
+		case errors.Is(lastErr, errNoBudget):
+		case errors.Is(lastErr, ErrBackendDown):
+			f.stats.FetchErrors.Add(1)
+			f.log.Debug("prefetch: fetch failed", "key", o.Key().Key, "block", t.first+int64(next), "err", lastErr)
+		default:
 			f.stats.FetchErrors.Add(1)
 			f.log.Warn("prefetch: fetch failed", "key", o.Key().Key, "block", t.first+int64(next), "err", lastErr)
 		}
@@ -388,7 +400,7 @@ func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (next int, progressed, 
 	k := o.Key()
 	probe, err := f.health.Allow()
 	if err != nil {
-		return from, false, false, err
+		return from, false, false, fmt.Errorf("%w: %w", ErrBackendDown, err)
 	}
 	sent := f.health.Now()
 	body, err := f.readRange(ctx, cancel, k, start, end-start)

@@ -25,7 +25,8 @@
 // full jitter bounded by MaxBackoff (10 s), and no client-side retry quota.
 // Every attempt is bounded by a middleware placed right after the retry
 // loop: RequestTimeout for metadata requests, ResponseTimeout (by default
-// RequestTimeout) for the response headers of a GET, TransferTimeout for requests carrying data. An attempt that
+// RequestTimeout) for the response headers of a GET and for a HEAD or a
+// one-key LIST (a lookup's requests), TransferTimeout for requests carrying data. An attempt that
 // times out is retried; attempts exhausted on 5xx, throttling, network
 // errors or timeouts give backend.ErrUnavailable. The caller's own
 // cancellation is returned as the context error, never as ErrUnavailable.

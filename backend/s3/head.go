@@ -27,13 +27,13 @@ func (b *Backend) ReadHead(ctx context.Context, key string, n int64) (backend.Ob
 		info, err := b.head(ctx, "stat", key, "")
 		return info, nil, err
 	}
-	// The request as a HEAD's (each attempt bounded); the body's stall
-	// guard cancels it.
+	// Each attempt's wait for the headers bounded as a GET's (and a
+	// HEAD's: lookupTimeout); the body's stall guard cancels it.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	out, err := b.client.GetObject(ctx, &s3.GetObjectInput{
 		Bucket: &b.bucket, Key: &key, Range: aws.String(fmt.Sprintf("bytes=0-%d", n-1)),
-	}, withTimeout(b.opt.RequestTimeout, true))
+	}, b.getTimeout())
 	if err != nil {
 		if errorCode(err) == "InvalidRange" || httpStatus(err) == 416 {
 			info, err := b.head(ctx, "stat", key, "")

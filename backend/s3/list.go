@@ -46,7 +46,11 @@ func (b *Backend) List(ctx context.Context, prefix string, opt backend.ListOptio
 	case opt.Token != "":
 		in.ContinuationToken = &opt.Token
 	}
-	out, err := b.client.ListObjectsV2(ctx, in, b.metaTimeout())
+	timeout := b.metaTimeout() // a page of a big directory can be slow to come
+	if limit == 1 {
+		timeout = b.lookupTimeout() // a lookup's, or a probe's
+	}
+	out, err := b.client.ListObjectsV2(ctx, in, timeout)
 	if err != nil {
 		return backend.ListPage{}, mapErr("list", prefix, err)
 	}

@@ -54,8 +54,9 @@ type Options struct {
 	// headers of a GET.
 	RequestTimeout time.Duration
 	// ResponseTimeout, if set, replaces RequestTimeout as the bound on one
-	// attempt's wait for the response headers of a GET (0: RequestTimeout).
-	// A mount sets it short, so that a lost request is retried in seconds.
+	// attempt's wait for the response headers of a GET, and on one attempt
+	// of a HEAD or a one-key LIST (0: RequestTimeout). A mount sets it
+	// short, so that a lost request is retried in seconds.
 	ResponseTimeout time.Duration
 	// TransferTimeout bounds one attempt of a request that carries or
 	// copies data (PutObject, UploadPart, CopyObject, UploadPartCopy,

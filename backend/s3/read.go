@@ -39,7 +39,7 @@ func (b *Backend) head(ctx context.Context, op, key, version string) (backend.Ob
 	if version != "" {
 		in.IfMatch = quote(version)
 	}
-	out, err := b.client.HeadObject(ctx, in, b.metaTimeout())
+	out, err := b.client.HeadObject(ctx, in, b.lookupTimeout())
 	if err != nil {
 		return backend.ObjectInfo{}, mapErrAs(op, key, err, backend.ErrPreconditionFailed, backend.ErrVersionChanged)
 	}
@@ -58,6 +58,18 @@ func (b *Backend) getTimeout() func(*s3.Options) {
 		return withTimeout(b.opt.ResponseTimeout, true)
 	}
 	return withTimeout(b.opt.RequestTimeout, true)
+}
+
+// lookupTimeout bounds one attempt of a HEAD or a one-key LIST (what a
+// lookup sends): answered as fast as a GET's headers, so they get its
+// ResponseTimeout, and a request lost on a network that went silent is
+// retried in seconds rather than after RequestTimeout. A mount bounds the
+// whole lookup at 8 s (cache/meta), which holds two such attempts.
+func (b *Backend) lookupTimeout() func(*s3.Options) {
+	if b.opt.ResponseTimeout > 0 {
+		return withTimeout(b.opt.ResponseTimeout, false)
+	}
+	return b.metaTimeout()
 }
 
 // ReadRange streams [off, off+n) of key with a ranged GET carrying

@@ -163,14 +163,22 @@ func TestRetriesAndAttemptTimeouts(t *testing.T) {
 			}
 		}
 	})
-	t.Run("ResponseTimeoutBoundsGETsOnly", func(t *testing.T) {
-		// Headers 500 ms late: within RequestTimeout (a metadata request
-		// waits), past ResponseTimeout (every GET attempt times out).
+	t.Run("ResponseTimeoutBoundsGETsAndLookups", func(t *testing.T) {
+		// Headers 500 ms late: within RequestTimeout (a listing page
+		// waits), past ResponseTimeout (every attempt of a GET, a HEAD or
+		// a one-key LIST, what a lookup sends, times out: on a network
+		// gone silent a lookup waited 30 s an attempt before).
 		f, b := newFake(t, []byte("x"))
 		b.opt.RequestTimeout, b.opt.ResponseTimeout = 10*time.Second, 100*time.Millisecond
 		f.set(func() { f.delay = 500 * time.Millisecond })
-		if _, err := b.Stat(ctx, "obj"); err != nil {
-			t.Fatalf("Stat with headers 500 ms late and RequestTimeout 10 s: %v", err)
+		if _, err := b.List(ctx, "", backend.ListOptions{}); errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("a listing page with headers 500 ms late and RequestTimeout 10 s: %v", err)
+		}
+		if _, err := b.Stat(ctx, "obj"); !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("Stat with headers 500 ms late and ResponseTimeout 100 ms: %v, want ErrUnavailable", err)
+		}
+		if _, err := b.List(ctx, "obj/", backend.ListOptions{Limit: 1}); !errors.Is(err, backend.ErrUnavailable) {
+			t.Fatalf("one-key LIST with headers 500 ms late and ResponseTimeout 100 ms: %v, want ErrUnavailable", err)
 		}
 		before := f.requests.Load()
 		if _, err := readAll(t, b, "", 0, 1); !errors.Is(err, backend.ErrUnavailable) {

@@ -43,14 +43,22 @@ type Options struct {
 	// HeadBytes: a lookup not answered from a listing reads the object's
 	// first HeadBytes bytes with its metadata (heads.go); 0 sends a HEAD.
 	HeadBytes int64
-	Logger    *slog.Logger
-	Clock     func() time.Time
+	// ResponseTimeout bounds the wait for a lookup's answer (its HEAD and
+	// one-key LIST, the backend's own retries included) and for the
+	// breaker's probe: a backend that has not answered by then is taken as
+	// gone (ErrUnavailable, which opens the breaker). 0: only the
+	// backend's own timeouts bound them. Listing pages are not bounded
+	// here: a page of a big directory can take long to come.
+	ResponseTimeout time.Duration
+	Logger          *slog.Logger
+	Clock           func() time.Time
 }
 
 // DefaultOptions: 60 s TTL, 250k entries in memory (about 50 MiB), 16
-// subtrees listed at a time.
+// subtrees listed at a time, 8 s for a lookup's answer (README: the first
+// lookup that finds the endpoint gone fails within 10 s).
 func DefaultOptions() Options {
-	return Options{TTL: time.Minute, MaxEntries: 250_000, ListPrefetch: 16}
+	return Options{TTL: time.Minute, MaxEntries: 250_000, ListPrefetch: 16, ResponseTimeout: 8 * time.Second}
 }
 
 // Cache answers lookups and listings for one source.

@@ -22,6 +22,7 @@ type fakeBackend struct {
 	objs     map[string]backend.ObjectInfo
 	pageSize int
 	down     atomic.Bool
+	silent   atomic.Bool // Stat and List wait for their context: an endpoint that never answers
 	lists    atomic.Int64
 	stats    atomic.Int64
 	gate     chan struct{} // if set, List of a non-first page waits on it
@@ -65,6 +66,10 @@ func (f *fakeBackend) String() string { return "fake://bucket" }
 
 func (f *fakeBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo, error) {
 	f.stats.Add(1)
+	if f.silent.Load() {
+		<-ctx.Done()
+		return backend.ObjectInfo{}, ctx.Err()
+	}
 	if f.down.Load() {
 		return backend.ObjectInfo{}, backend.ErrUnavailable
 	}
@@ -78,6 +83,10 @@ func (f *fakeBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo,
 
 func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	f.lists.Add(1)
+	if f.silent.Load() {
+		<-ctx.Done()
+		return backend.ListPage{}, ctx.Err()
+	}
 	if f.down.Load() {
 		return backend.ListPage{}, backend.ErrUnavailable
 	}

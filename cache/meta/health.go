@@ -1,7 +1,9 @@
 package meta
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/stratafs/strata/backend"
@@ -89,11 +91,37 @@ func (c *Cache) probeLoop() {
 }
 
 // probeOnce sends the breaker's probe (a one-key LIST of the source) and
-// reports it; Allow must have answered probe.
+// reports it; Allow must have answered probe. It is bounded like a
+// lookup: a probe stuck on a connection that went silent would otherwise
+// hold the breaker open for every attempt's timeout after the endpoint
+// came back.
 func (c *Cache) probeOnce() {
 	sent := c.health.Now()
-	_, err := c.be.List(c.ctx, "", backend.ListOptions{Limit: 1})
+	err := c.answerWithin(c.ctx, "probe", func(ctx context.Context) error {
+		_, err := c.be.List(ctx, "", backend.ListOptions{Limit: 1})
+		return err
+	})
 	c.health.Done(true, sent, err)
+}
+
+// answerWithin runs fn, cancelling it once Options.ResponseTimeout has
+// passed; an error after that is ErrUnavailable (it opens the breaker).
+// Without it an endpoint that accepts connections and never answers held
+// the first lookup for every attempt of every request: 5 of 30 s each
+// with S3, 2.5 minutes (TestLookupsWithTheBackendGone/blackhole).
+func (c *Cache) answerWithin(ctx context.Context, what string, fn func(context.Context) error) error {
+	d := c.opts.ResponseTimeout
+	if d <= 0 {
+		return fn(ctx)
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	timer := time.AfterFunc(d, cancel)
+	err := fn(ctx)
+	if timer.Stop() || err == nil {
+		return err
+	}
+	return fmt.Errorf("meta: %s: no answer within %s: %w (%v)", what, d, backend.ErrUnavailable, err)
 }
 
 // backendGone: errors that open the metadata breaker.

@@ -99,27 +99,31 @@ func (c *Cache) probe(ctx context.Context, key string, head bool) (info backend.
 		page    backend.ListPage
 		listErr error
 	)
-	wg.Add(2)
-	go func() { defer wg.Done(); info, statErr = c.stat(ctx, key, head) }()
-	go func() {
-		defer wg.Done()
-		page, listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})
-	}()
-	wg.Wait()
+	// Both requests share one bound on their answer (answerWithin).
+	err = c.answerWithin(ctx, "lookup "+key, func(ctx context.Context) error {
+		wg.Add(2)
+		go func() { defer wg.Done(); info, statErr = c.stat(ctx, key, head) }()
+		go func() {
+			defer wg.Done()
+			page, listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})
+		}()
+		wg.Wait()
 
-	isDir = listErr == nil && (len(page.Objects) > 0 || len(page.Prefixes) > 0)
-	isFile = statErr == nil
-	switch {
-	case isDir:
-		// Decided whatever HEAD said.
-		if isFile {
-			c.shadowKey(key)
+		isDir = listErr == nil && (len(page.Objects) > 0 || len(page.Prefixes) > 0)
+		isFile = statErr == nil
+		switch {
+		case isDir:
+			// Decided whatever HEAD said.
+			if isFile {
+				c.shadowKey(key)
+			}
+		case listErr != nil:
+			return listErr
+		case statErr != nil && !errors.Is(statErr, backend.ErrNotExist):
+			return statErr
 		}
-	case listErr != nil:
-		err = listErr
-	case statErr != nil && !errors.Is(statErr, backend.ErrNotExist):
-		err = statErr
-	}
+		return nil
+	})
 	return info, isDir, isFile, err
 }
 

@@ -41,3 +41,37 @@ func TestBucketBackFoundWithoutACaller(t *testing.T) {
 		t.Fatalf("first lookup after the backend came back (and was probed for 10 s): %v, want the file", err)
 	}
 }
+
+// TestLookupOfASilentEndpointEnds: an endpoint that accepts connections
+// and never answers. README promises that the first lookup that finds it
+// gone fails (EIO) within 10 s and opens the breaker, and that the probe
+// finds it back by itself. Before the fix only the backend's own
+// timeouts bounded a lookup (with S3, 5 attempts of 30 s: 2.5 minutes),
+// and the probe as well.
+func TestLookupOfASilentEndpointEnds(t *testing.T) {
+	ctx := context.Background()
+	be := newFake(100, "a")
+	o := DefaultOptions()
+	o.Clock = time.Now
+	o.ResponseTimeout = 300 * time.Millisecond
+	c := New(be, openIndex(t, t.TempDir()), o)
+	t.Cleanup(c.Close)
+
+	be.silent.Store(true)
+	start := time.Now()
+	_, err := c.Lookup(ctx, "", "b")
+	if took := time.Since(start); !errors.Is(err, backend.ErrUnavailable) || took > 5*time.Second {
+		t.Fatalf("lookup with the endpoint silent: %v after %v, want ErrUnavailable after about %v", err, took, o.ResponseTimeout)
+	}
+	if c.health.Err() == nil {
+		t.Fatal("the breaker is closed after a lookup found the endpoint silent")
+	}
+	be.silent.Store(false)
+	be.put("b", 1, "v1")
+	for deadline := time.Now().Add(10 * time.Second); c.health.Err() != nil && time.Now().Before(deadline); {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if _, err := c.Lookup(ctx, "", "b"); err != nil {
+		t.Fatalf("lookup once the endpoint answers again: %v", err)
+	}
+}

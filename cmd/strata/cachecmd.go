@@ -81,6 +81,11 @@ func printStats(st cachetools.Stats, last int) {
 			sizeStr(s.PrefetchHitBytes), sizeStr(s.FetchedBytes), s.Fetches)
 		fmt.Printf("opens:       %d (%d passthrough, %d userspace)\n", s.Opens, s.PTOpens, s.USOpens)
 		fmt.Printf("reads:       %d FUSE READs answered by strata, %s (passthrough reads never reach it)\n", s.Reads, sizeStr(s.ReadBytes))
+		if s.ReadErrors > 0 || s.FetchErrors > 0 {
+			// Without it the stats of a mount whose bucket is unreachable
+			// looked healthy: the counters were kept, never shown.
+			fmt.Printf("errors:      %d reads failed, %d fetches from the bucket failed (the mount's log says why)\n", s.ReadErrors, s.FetchErrors)
+		}
 		fmt.Printf("writes:      %d FUSE WRITEs answered by strata, %s; %d files written by passthrough (their writes never reach it)\n", s.Writes, sizeStr(s.WriteBytes), s.PTWriteOpens)
 	}
 	printHistory(st.History, last)

@@ -39,6 +39,9 @@ type Session struct {
 	USOpens   int64 `json:"userspace_opens"`
 	Reads     int64 `json:"reads"`
 	ReadBytes int64 `json:"read_bytes"`
+	// ReadErrors are the READs answered with an error (EIO with the
+	// bucket unreachable, ESTALE...).
+	ReadErrors int64 `json:"read_errors"`
 	// Writes and WriteBytes are the FUSE WRITE requests the mount
 	// answered; PTWriteOpens the files created to be written by
 	// passthrough (their writes never reach it).

@@ -31,6 +31,14 @@ func openBackend(ctx context.Context, src config.Source, cfg *config.Config) (ba
 		o.MaxAttempts = 5
 		o.MaxBackoff = 2 * time.Second
 		o.ResponseTimeout = 3 * time.Second
+		// A broken or stalled body is not resumed by the backend: its new
+		// GET would wait out every SDK attempt (about 20 s against a
+		// silent network) with nothing bounding it, and the fetcher then
+		// sent its own. The fetcher resumes the GET itself, from the
+		// first block not yet read, within its 8 s bound and its breaker:
+		// README's "a transfer under way when the network goes silent"
+		// fails 30 s + 8 s later, not 60 s (TestTransferGoesSilent).
+		o.ReadResumes = -1
 		o.MaxConns = max(o.MaxConns, 2*cfg.MaxFetches)
 		return asBackend(s3.New(ctx, src.Bucket, o))
 	case "gs":

@@ -63,7 +63,7 @@ func (w *sessionWriter) snapshot(running bool) cachetools.Session {
 		HitBytes: fst.HitBytes.Load(), MissBytes: fst.MissBytes.Load(), HitOps: fst.HitOps.Load(), MissOps: fst.MissOps.Load(),
 		FetchedBytes: fetched, Fetches: fetches, FetchErrors: fst.FetchErrors.Load(),
 		Opens: fs.Opens.Load(), PTOpens: fs.PassthroughOpens.Load(), USOpens: fs.UserspaceOpens.Load(),
-		Reads: fs.Reads.Load(), ReadBytes: fs.ReadBytes.Load(),
+		Reads: fs.Reads.Load(), ReadBytes: fs.ReadBytes.Load(), ReadErrors: fs.ReadErrors.Load(),
 		Writes: fs.Writes.Load(), WriteBytes: fs.WriteBytes.Load(), PTWriteOpens: fs.PassthroughWriteOpens.Load(),
 		PrefetchHitOps: fst.PrefetchHitOps.Load(), PrefetchHitBytes: fst.PrefetchHitBytes.Load(),
 		EvictedBytes: sst.EvictedBytes.Load(), CorruptBlks: sst.CorruptBlocks.Load(),
