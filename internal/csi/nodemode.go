@@ -174,7 +174,8 @@ func (n *nodeShares) ensureMounted(ctx context.Context, dir, mnt string, spec Sp
 			strings.TrimSpace(string(out)), filepath.Join(dir, "strata.log"))
 	}
 	if !checked { // started, and not offline: the backend took these credentials
-		if err := os.MkdirAll(filepath.Dir(verified), 0o700); err == nil {
+		err := os.MkdirAll(filepath.Dir(verified), 0o700)
+		if err == nil {
 			err = os.WriteFile(verified, []byte(mark), 0o600)
 		}
 		if err != nil {
