@@ -22,22 +22,27 @@ import (
 // An entry with neither is reported at the next mount as an upload that
 // "lost its staging file" (an upload that had completed, a job that was
 // dropped on purpose), and a staged file with no entry is removed there
-// (a write about to be kept would be lost). Covered: a completed upload,
-// a superseded job, a discard, a live file kept aside.
+// (a write about to be kept would be lost, which is checked for the live
+// file kept aside). Covered: a completed upload, a superseded job, a
+// discard, a live file kept aside.
 func TestEveryCrashPointLeavesTheJournalsBytesFindable(t *testing.T) {
 	var mu sync.Mutex
 	var bad []string
 	points := 0
+	keeping := "" // the staged file of a write being kept: it must survive a restart
 	crashTestHook = func(m *Manager) {
 		_, file, line, _ := runtime.Caller(2)
 		where := fmt.Sprintf("%s:%d", filepath.Base(file), line)
 		mu.Lock()
 		points++
+		mustSurvive := keeping
 		mu.Unlock()
+		journaled := false
 		_ = m.ix.ScanUploads(func(_ uint64, r index.UploadRecord, err error) error {
 			if err != nil || r.Source != m.source {
 				return nil
 			}
+			journaled = journaled || r.Staging == mustSurvive
 			if _, serr := os.Stat(filepath.Join(m.store.StagingDir(), r.Staging)); serr == nil || m.keptAlready(r.Staging) {
 				return nil
 			}
@@ -46,6 +51,13 @@ func TestEveryCrashPointLeavesTheJournalsBytesFindable(t *testing.T) {
 			mu.Unlock()
 			return nil
 		})
+		// A staged file no entry owns is removed by the next mount: the
+		// bytes of a write being kept must be journaled or kept by then.
+		if mustSurvive != "" && !journaled && !m.keptAlready(mustSurvive) {
+			mu.Lock()
+			bad = append(bad, fmt.Sprintf("killed at %s: the write being kept is neither journaled nor in failed-writes", where))
+			mu.Unlock()
+		}
 	}
 	t.Cleanup(func() { crashTestHook = nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
@@ -74,6 +86,9 @@ func TestEveryCrashPointLeavesTheJournalsBytesFindable(t *testing.T) {
 	if err := e.m.Journal(ctx, j); err != nil {
 		t.Fatal(err)
 	}
+	mu.Lock()
+	keeping = st.Name()
+	mu.Unlock()
 	e.m.KeepLive(j, errors.New("writer killed"))
 	e.close()
 
