@@ -55,6 +55,10 @@ type Options struct {
 	// cannot be in it: a lookup answers ENOENT without asking, and a
 	// create, mkdir or rename onto it fails with EILSEQ.
 	UTF8Keys bool
+	// KeyForbids lists characters a new key may not hold (GCS: "\r\n"):
+	// a create, mkdir or rename onto such a name fails with EINVAL before
+	// anything is written, where the upload would fail for good.
+	KeyForbids string
 }
 
 // DefaultOptions: 0644 files, 0755 directories, 60 s TTL.

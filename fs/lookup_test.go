@@ -176,3 +176,35 @@ func TestNamesOverMaxLenRefused(t *testing.T) {
 		t.Errorf("lookup of a missing 255-byte name: %v, want ENOENT", errno)
 	}
 }
+
+// TestNamesNoKeyCanHold: where keys must be UTF-8 (S3, GCS) and may not
+// hold some characters (GCS: carriage return and line feed), creating such
+// a name fails at once, without a request (the bucket fails every one
+// here): EILSEQ for bytes that are not UTF-8, EINVAL for a character the
+// store refuses. A name that is not UTF-8 cannot be in the bucket: its
+// lookup and removal are ENOENT.
+func TestNamesNoKeyCanHold(t *testing.T) {
+	f := newTestFSWith(t, namesBucket, func(o *Options) { o.UTF8Keys, o.KeyForbids = true, "\r\n" })
+	f.be.failWith(backend.ErrUnavailable)
+	root := fuse.InHeader{NodeId: rootIno}
+	for name, want := range map[string]syscall.Errno{"caf\xe9": syscall.EILSEQ, "a\nb": syscall.EINVAL, "cr\r": syscall.EINVAL} {
+		if _, errno := f.lookup(name); want == syscall.EILSEQ && errno != syscall.ENOENT {
+			t.Errorf("lookup of %q: %v, want ENOENT", name, errno)
+		}
+		calls := map[string]fuse.Status{
+			"create": f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Mode: 0o644}, name, &fuse.CreateOut{}),
+			"mkdir":  f.raw.Mkdir(nil, &fuse.MkdirIn{InHeader: root, Mode: 0o755}, name, &fuse.EntryOut{}),
+			"rename": fuse.Status(f.rename("a.txt", name, 0)),
+		}
+		for op, st := range calls {
+			if syscall.Errno(st) != want {
+				t.Errorf("%s of %q: %v, want %v", op, name, st, want)
+			}
+		}
+		for op, st := range map[string]fuse.Status{"unlink": f.raw.Unlink(nil, &root, name), "rmdir": f.raw.Rmdir(nil, &root, name)} {
+			if want == syscall.EILSEQ && syscall.Errno(st) != syscall.ENOENT {
+				t.Errorf("%s of %q: %v, want ENOENT", op, name, st)
+			}
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"strings"
 	"syscall"
 	"time"
 	"unicode/utf8"
@@ -49,12 +50,17 @@ func (f *FS) checkKey(key string) syscall.Errno {
 	if f.opts.UTF8Keys && !utf8.ValidString(key) {
 		return syscall.EILSEQ
 	}
+	if f.opts.KeyForbids != "" && strings.ContainsAny(key, f.opts.KeyForbids) {
+		return syscall.EINVAL
+	}
 	return 0
 }
 
 // cannotExist reports a name no key of the bucket can hold (not UTF-8
 // where keys are): looking it up, removing it or renaming it answers
 // ENOENT without a request, which the store would refuse with a 400.
+// (KeyForbids is checked on new keys only: a store that does hold such a
+// key, as GCS's emulator does, still serves it.)
 func (f *FS) cannotExist(name string) bool {
 	return f.opts.UTF8Keys && !utf8.ValidString(name)
 }
@@ -261,12 +267,14 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if f.cannotExist(name) {
 		return syscall.ENOENT
 	}
-	if f.cannotExist(newName) {
-		return syscall.EILSEQ
-	}
 	nd, ok := newParent.(*dirNode)
 	if !ok || flags&renameExchange != 0 {
 		return syscall.EINVAL
+	}
+	// The new name as a key, before any request (a directory's files are
+	// checked by renameDir).
+	if errno := f.checkKey(nd.key.get() + newName); errno != 0 {
+		return errno
 	}
 	src, err := f.meta.Lookup(ctx, d.key.get(), name)
 	if err != nil {
@@ -288,9 +296,6 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	}
 	if src.Dir {
 		return f.renameDir(ctx, d, name, nd, newName, exists)
-	}
-	if errno := f.checkKey(nd.key.get() + newName); errno != 0 {
-		return errno
 	}
 	if exists { // the file being replaced uploads nothing any more
 		if ch := nd.GetChild(newName); ch != nil {

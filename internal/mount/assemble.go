@@ -66,6 +66,9 @@ func Start(ctx context.Context, o Options) (*Mount, error) {
 		fo.MaxKeyLen = 1024 // both stores' documented limit, in UTF-8 bytes
 		fo.UTF8Keys = true
 	}
+	if src.Scheme == "gs" {
+		fo.KeyForbids = "\r\n" // GCS object names may not hold them
+	}
 	fo.Logger = log
 	fo.Observe = opsObserver(s)
 	s.fsys = fs.New(s.be.String(), src.Prefix, s.meta, s.store, s.fetch, fo)
