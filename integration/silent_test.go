@@ -57,11 +57,15 @@ func TestTransferGoesSilent(t *testing.T) {
 				t.Fatal(err)
 			}
 			tp.toxic(t, proxy, "slow", "bandwidth", "downstream", 1, map[string]int64{"rate": tc.rate})
+			// goSilent may run on a timer's goroutine (the small file's
+			// read blocks until the silence): it hands the time over on a
+			// channel, and only this goroutine reads it.
+			silenced := make(chan time.Time, 1)
 			var silence time.Time
 			goSilent := func() {
 				tp.toxic(t, proxy, "hole-up", "timeout", "upstream", 1, map[string]int64{"timeout": 0})
 				tp.toxic(t, proxy, "hole-down", "timeout", "downstream", 1, map[string]int64{"timeout": 0})
-				silence = time.Now()
+				silenced <- time.Now()
 			}
 			if tc.silent == 0 {
 				timer := time.AfterFunc(2*time.Second, goSilent)
@@ -78,11 +82,19 @@ func TestTransferGoesSilent(t *testing.T) {
 				got = append(got, buf[:n]...)
 				if tc.silent > 0 && silence.IsZero() && len(got) >= tc.silent {
 					goSilent()
+					silence = <-silenced
 				}
 				if err == io.EOF {
 					t.Fatalf("the whole file was read before the network went silent: slow it down")
 				}
 				if err != nil {
+					if silence.IsZero() {
+						select {
+						case silence = <-silenced:
+						case <-time.After(10 * time.Second):
+							t.Fatalf("the read failed before the network went silent: %v", err)
+						}
+					}
 					took := time.Since(silence)
 					if !errors.Is(err, syscall.EIO) || took > silentBound {
 						t.Errorf("read with the network silent: %v after %v (want EIO within %v)", err, took.Round(time.Millisecond), silentBound)
