@@ -57,62 +57,58 @@ func TestKeysOverTheBucketsLimitAreRefused(t *testing.T) {
 // tooLongKeys refuses keys over 1,024 bytes on mount m of bucket w.
 func tooLongKeys(t *testing.T, srv server, w backend.Backend, m *mount) {
 	t.Helper()
-	{
-		{
-			// 1,000 bytes of directories: "d...d/" x 5, each 200 bytes.
-			deep := strings.Repeat(strings.Repeat("d", 199)+"/", 5)
-			if err := os.MkdirAll(filepath.Join(m.dir, deep), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(m.dir, deep, "ok"), []byte("fits"), 0o644); err != nil {
-				t.Fatalf("a 1,002-byte key: %v", err)
-			}
-			if err := os.WriteFile(filepath.Join(m.dir, "short"), []byte("short"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.Mkdir(filepath.Join(m.dir, "top"), 0o755); err != nil {
-				t.Fatal(err)
-			}
-			if err := os.WriteFile(filepath.Join(m.dir, "top", strings.Repeat("t", 100)), []byte("top"), 0o644); err != nil {
-				t.Fatal(err)
-			}
-			if _, _, err := runStrata(t, srv, "sync", m.dir); err != nil {
-				t.Fatal(err)
-			}
-			before := keysOf(t, w)
+	// 1,000 bytes of directories: "d...d/" x 5, each 200 bytes.
+	deep := strings.Repeat(strings.Repeat("d", 199)+"/", 5)
+	if err := os.MkdirAll(filepath.Join(m.dir, deep), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, deep, "ok"), []byte("fits"), 0o644); err != nil {
+		t.Fatalf("a 1,002-byte key: %v", err)
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, "short"), []byte("short"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(m.dir, "top"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(m.dir, "top", strings.Repeat("t", 100)), []byte("top"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := runStrata(t, srv, "sync", m.dir); err != nil {
+		t.Fatal(err)
+	}
+	before := keysOf(t, w)
 
-			long := strings.Repeat("f", 30) // 1,030 bytes
-			wantTooLong := func(what string, err error) {
-				t.Helper()
-				if !errors.Is(err, syscall.ENAMETOOLONG) {
-					t.Errorf("%s: %v, want ENAMETOOLONG", what, err)
-				}
-			}
-			f, err := os.OpenFile(filepath.Join(m.dir, deep, long), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
-			if err == nil {
-				_, _ = f.Write([]byte("lost"))
-				err = f.Close()
-			}
-			wantTooLong("create of a 1,030-byte key", err)
-			wantTooLong("mkdir of a 1,030-byte key", os.Mkdir(filepath.Join(m.dir, deep, long), 0o755))
-			// A name that fits as a file but not as a directory marker ("x/").
-			wantTooLong("mkdir of a 1,024-byte key", os.Mkdir(filepath.Join(m.dir, deep, strings.Repeat("m", 24)), 0o755))
-			wantTooLong("rename to a 1,030-byte key", os.Rename(filepath.Join(m.dir, "short"), filepath.Join(m.dir, deep, long)))
-			// The directory fits under its new name; its file does not.
-			wantTooLong("rename of a directory whose file would pass 1,024 bytes",
-				os.Rename(filepath.Join(m.dir, "top"), filepath.Join(m.dir, deep, "top")))
+	long := strings.Repeat("f", 30) // 1,030 bytes
+	wantTooLong := func(what string, err error) {
+		t.Helper()
+		if !errors.Is(err, syscall.ENAMETOOLONG) {
+			t.Errorf("%s: %v, want ENAMETOOLONG", what, err)
+		}
+	}
+	f, err := os.OpenFile(filepath.Join(m.dir, deep, long), os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+	if err == nil {
+		_, _ = f.Write([]byte("lost"))
+		err = f.Close()
+	}
+	wantTooLong("create of a 1,030-byte key", err)
+	wantTooLong("mkdir of a 1,030-byte key", os.Mkdir(filepath.Join(m.dir, deep, long), 0o755))
+	// A name that fits as a file but not as a directory marker ("x/").
+	wantTooLong("mkdir of a 1,024-byte key", os.Mkdir(filepath.Join(m.dir, deep, strings.Repeat("m", 24)), 0o755))
+	wantTooLong("rename to a 1,030-byte key", os.Rename(filepath.Join(m.dir, "short"), filepath.Join(m.dir, deep, long)))
+	// The directory fits under its new name; its file does not.
+	wantTooLong("rename of a directory whose file would pass 1,024 bytes",
+		os.Rename(filepath.Join(m.dir, "top"), filepath.Join(m.dir, deep, "top")))
 
-			if _, errOut, err := runStrata(t, srv, "sync", m.dir); err != nil {
-				t.Errorf("strata sync after the refusals: %v %s", err, errOut)
-			}
-			if after := keysOf(t, w); strings.Join(after, "\n") != strings.Join(before, "\n") {
-				t.Errorf("the bucket changed:\nbefore %q\nafter  %q", before, after)
-			}
-			for _, p := range []string{"short", "top/" + strings.Repeat("t", 100), deep + "ok"} {
-				if _, err := os.Stat(filepath.Join(m.dir, p)); err != nil {
-					t.Errorf("%s after the refusals: %v", p[:min(len(p), 20)], err)
-				}
-			}
+	if _, errOut, err := runStrata(t, srv, "sync", m.dir); err != nil {
+		t.Errorf("strata sync after the refusals: %v %s", err, errOut)
+	}
+	if after := keysOf(t, w); strings.Join(after, "\n") != strings.Join(before, "\n") {
+		t.Errorf("the bucket changed:\nbefore %q\nafter  %q", before, after)
+	}
+	for _, p := range []string{"short", "top/" + strings.Repeat("t", 100), deep + "ok"} {
+		if _, err := os.Stat(filepath.Join(m.dir, p)); err != nil {
+			t.Errorf("%s after the refusals: %v", p[:min(len(p), 20)], err)
 		}
 	}
 }
