@@ -125,12 +125,22 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	}
 	// Object stores have no directories: a zero-byte "name/" marker keeps
 	// an empty one in the tree (as the S3 console and gcsfuse do).
+	// The new directory is listed beside the put (a round trip of its
+	// own, not after it): the creates that follow in it, a checkpoint's
+	// files, are then answered from that listing rather than each asking
+	// the bucket about its name. Keys someone else wrote under the name
+	// show up in it.
+	listed := f.meta.ListAhead(key)
 	w, _ := f.be.(backend.Writer)
 	if _, err := w.Put(ctx, key, bytes.NewReader(nil), 0, backend.PutOptions{}); err != nil {
 		f.log.Warn("fs: mkdir failed", "key", key, "err", err)
 		return nil, toErrno(err)
 	}
 	f.meta.Upsert(d.key.get(), meta.Entry{Name: name, Dir: true})
+	if err := listed(ctx); err != nil {
+		// Lookups in it then ask the bucket, as before.
+		f.log.Debug("fs: listing a new directory", "key", key, "err", err)
+	}
 	f.dirAttr(&out.Attr)
 	out.SetEntryTimeout(f.timeout())
 	out.SetAttrTimeout(f.timeout())

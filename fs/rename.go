@@ -33,7 +33,7 @@ func (f *FS) renameFile(ctx context.Context, n *fileNode, oldDir, oldName, newDi
 // moveFile is renameFile inside a journaled rename.
 func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir, newName string) error {
 	oldKey, newKey := oldDir+oldName, newDir+newName
-	local, err := f.moveLocal(n, oldKey, newKey)
+	local, unsent, err := f.moveLocal(n, oldKey, newKey)
 	if err != nil {
 		return err
 	}
@@ -46,9 +46,14 @@ func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir,
 		}
 	}
 	if local {
-		// The old name may also hold an older version in the bucket.
-		if err := f.deleteObject(ctx, oldKey); err != nil {
-			return err
+		// The old name may also hold an older version in the bucket,
+		// unless the file was created here and nothing of it was sent
+		// (a checkpoint's files renamed with their directory: a DELETE
+		// each, one round trip after another, for nothing).
+		if !unsent {
+			if err := f.deleteObject(ctx, oldKey); err != nil {
+				return err
+			}
 		}
 		f.meta.ClearLocal(oldDir, oldName)
 		f.meta.Remove(oldDir, oldName)
@@ -191,21 +196,24 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 
 // moveLocal gives n's local content (a write session, pending uploads)
 // the new key. It reports false, moving nothing, when n's content is the
-// bucket's: never written, or its upload complete or landed (Rekey).
-func (f *FS) moveLocal(n *fileNode, oldKey, newKey string) (bool, error) {
+// bucket's: never written, or its upload complete or landed (Rekey); and
+// unsent when the old key cannot hold an object of this file: created
+// here and not committed yet, or none of its uploads started (Rekey).
+func (f *FS) moveLocal(n *fileNode, oldKey, newKey string) (local, unsent bool, err error) {
 	n.sessMu.Lock()
 	defer n.sessMu.Unlock()
 	n.mu.Lock()
-	writing, local := n.sess != nil, n.entry.Local
+	writing, isLocal := n.sess != nil, n.entry.Local
+	created := n.base == backend.VersionAbsent && n.last == nil // never committed
 	n.mu.Unlock()
-	if !writing && !local {
-		return false, nil
+	if !writing && !isLocal {
+		return false, false, nil
 	}
 	// The manager holds the pending uploads and the session counts by
 	// key: it moves them first, and refuses if its journal cannot.
-	moved, err := f.wb.Rekey(oldKey, newKey, "")
-	if err != nil || (!writing && !moved) {
-		return false, err
+	r, err := f.wb.Rekey(oldKey, newKey, "")
+	if err != nil || (!writing && !r.Moved) {
+		return false, false, err
 	}
 	n.mu.Lock()
 	n.key.set(newKey)
@@ -214,7 +222,7 @@ func (f *FS) moveLocal(n *fileNode, oldKey, newKey string) (bool, error) {
 	n.mu.Unlock()
 	f.untrack(oldKey, n)
 	f.trackLocal(n, newKey, e)
-	return true, nil
+	return true, r.Unsent || created, nil
 }
 
 // copyAll copies objects from under oldPrefix to newPrefix, 8 at a time,

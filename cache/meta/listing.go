@@ -390,3 +390,34 @@ func (c *Cache) listPage(ctx context.Context, dir, token string) (backend.ListPa
 	c.backendDone(sent, err)
 	return page, err
 }
+
+// ListAhead starts listing dir now (or joins the load of it under way),
+// unless a fresh listing of it is cached, and returns a wait for that
+// listing: its load's error, or ctx's. A mkdir lists its new directory
+// beside the put of its marker, so that the creates that follow in it
+// are answered from that listing instead of one request per name.
+func (c *Cache) ListAhead(dir string) (wait func(ctx context.Context) error) {
+	ds := c.dir(dir)
+	if cur := ds.current(c); cur != nil && c.fresh(cur.fetchedAt) {
+		return func(context.Context) error { return nil }
+	}
+	l := c.startLoad(ds)
+	return l.wait
+}
+
+// wait blocks until the listing is loaded (its error) or ctx ends.
+func (l *listing) wait(ctx context.Context) error {
+	for {
+		l.mu.Lock()
+		done, err, ch := l.done, l.err, l.changed
+		l.mu.Unlock()
+		if done {
+			return err
+		}
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}

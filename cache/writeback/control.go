@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/index"
 )
 
@@ -25,14 +26,27 @@ func (m *Manager) Cancel(key string) {
 	m.kick()
 }
 
+// Rekeyed is what a Rekey moved.
+type Rekeyed struct {
+	// Moved: an upload now waits under the new key. False when the old
+	// key had none, or when its upload has already landed in the bucket
+	// under the old key (the caller waits for it with WaitKey and renames
+	// the object).
+	Moved bool
+	// Unsent: the old key had uploads, and none of them can have put an
+	// object there: none started (in this mount's life; a journaled one
+	// restored at boot may have, before the crash), and the first was of
+	// a file created here over nothing. A rename then has nothing to
+	// delete under the old name.
+	Unsent bool
+}
+
 // Rekey moves the pending uploads and open write sessions of key to
 // newKey (a rename before the upload). thenDelete, if not "", is removed
 // from the bucket once the renamed file is up (the old name's previous
-// object). It reports whether an upload now waits under newKey: false when
-// key had none, or when its upload has already landed in the bucket under
-// key (the caller waits for it with WaitKey and renames the object). An
-// error means the journal could not record the new name; nothing moved.
-func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
+// object). An error means the journal could not record the new name;
+// nothing moved.
+func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 	m.mu.Lock()
 	defer m.kick()
 	defer m.mu.Unlock()
@@ -45,11 +59,16 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 		}
 	}
 	m.touchLocked(newKey, 0, now)
+	all := m.byKey[key]
+	unsent := len(all) > 0 && all[0].rec.BaseVersion == backend.VersionAbsent
+	for _, j := range all {
+		unsent = unsent && !j.sent && !j.landed && j.eager == nil
+	}
 	// A job whose object has landed under key stays there and settles;
 	// the caller renames the bucket's object (moving it would requeue an
 	// upload whose staged file is already the cache's copy of key).
 	var js, landed []*Job
-	for _, j := range m.byKey[key] {
+	for _, j := range all {
 		if j.landed {
 			landed = append(landed, j)
 		} else {
@@ -57,7 +76,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 		}
 	}
 	if len(js) == 0 {
-		return false, nil
+		return Rekeyed{}, nil
 	}
 	recs := make([]index.UploadRecord, len(js))
 	for i, j := range js {
@@ -82,7 +101,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 					_ = m.putUpload(js[k].seq, js[k].rec)
 				}
 			}
-			return false, err
+			return Rekeyed{}, err
 		}
 	}
 	if len(landed) == 0 {
@@ -95,7 +114,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 		j.rec = recs[i]
 		if j.failed { // the new name gets a fresh chance (old waiters keep the old verdict)
 			nj := newJob(j.seq, j.rec, j.reserved)
-			nj.content, j.content = j.content, nil
+			nj.content, j.content, nj.sent = j.content, nil, j.sent
 			delete(m.jobs, j)
 			m.jobs[nj] = struct{}{}
 			js[i] = nj
@@ -109,7 +128,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (bool, error) {
 	}
 	m.byKey[newKey] = append(m.byKey[newKey], js...)
 	m.supersedeLocked(newKey)
-	return live, nil
+	return Rekeyed{Moved: live, Unsent: unsent}, nil
 }
 
 // Pending reports whether key has an upload not yet complete.

@@ -35,8 +35,11 @@ type Job struct {
 	requeue bool  // renamed while running: start again under the new key
 	// landed: the attempt's object is in the bucket under rec.Key and the
 	// job is settling; a rename can no longer move it (Rekey leaves it).
-	landed    bool
-	held      bool // committed while the file is still open: waits for Unhold
+	landed bool
+	held   bool // committed while the file is still open: waits for Unhold
+	// sent: an attempt started (or the job was restored from the journal,
+	// where one may have): its object may be under rec.Key.
+	sent      bool
 	failed    bool // permanent error; kept until written again or deleted
 	notBefore time.Time
 	// released: when the file's last close let the job go (async mode),
@@ -160,7 +163,7 @@ func (m *Manager) dispatch() {
 				break
 			}
 			ctx, cancel := context.WithCancel(m.ctx)
-			j.running, j.cancel = true, cancel
+			j.running, j.cancel, j.sent = true, cancel, true
 			m.running++
 			m.wg.Add(1)
 			go m.upload(ctx, j, j.rec)

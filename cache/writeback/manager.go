@@ -211,6 +211,7 @@ func (m *Manager) restore(moves []journaledMove) error {
 			m.log.Warn("writeback: staged data over the cache limit", "key", r.Key)
 		}
 		j := newJob(seq, r, r.Size)
+		j.sent = true // an attempt before the crash may have put it
 		j.content = newContent(f, r.Size, r.MTime)
 		m.jobs[j] = struct{}{}
 		m.byKey[r.Key] = append(m.byKey[r.Key], j)

@@ -106,7 +106,7 @@ func (m *Manager) Retry(key string) (int, error) {
 				r := j.rec
 				r.State = index.UploadPending
 				nj := newJob(j.seq, r, j.reserved)
-				nj.content, j.content = j.content, nil
+				nj.content, j.content, nj.sent = j.content, nil, j.sent
 				delete(m.jobs, j)
 				m.jobs[nj] = struct{}{}
 				js[i] = nj

@@ -236,7 +236,7 @@ func TestCancelAndRekey(t *testing.T) {
 	}
 	b.objs["old"], b.vers["old"] = []byte("x"), "v"
 	e.m.Cancel("gone")
-	if ok, err := e.m.Rekey("tmp", "final", "old"); !ok || err != nil {
+	if r, err := e.m.Rekey("tmp", "final", "old"); !r.Moved || err != nil {
 		t.Fatal("Rekey found nothing pending")
 	}
 	close(b.gate)
@@ -444,13 +444,13 @@ func TestRekeyWhileUploadLands(t *testing.T) {
 		t.Fatal(err)
 	}
 	name := "tmp" // landed: the caller copies it
-	if moved {
+	if moved.Moved {
 		name = "final"
 	}
 	if got, ok := b.get(name); !ok || !bytes.Equal(got, data) {
-		t.Fatalf("Rekey moved=%v: %q holds %q (present %v)", moved, name, got, ok)
+		t.Fatalf("Rekey moved=%v: %q holds %q (present %v)", moved.Moved, name, got, ok)
 	}
-	if moved {
+	if moved.Moved {
 		return
 	}
 	if _, ok := m.Content("final"); ok {
