@@ -83,3 +83,51 @@ func TestSyncDirWaitsForRenamedUploads(t *testing.T) {
 		t.Fatal("async SyncDir waited for the upload")
 	}
 }
+
+// TestRekeyTellsWhetherTheOldKeyCanHoldAnything: a rename deletes the old
+// name in the bucket unless Rekey says nothing of the file can be there:
+// a file created over nothing whose upload never started. An upload that
+// was tried (even one that failed: its request may have landed), a file
+// based on a bucket version, and an upload restored from the journal
+// after a restart (tried before the crash, perhaps) are not Unsent.
+func TestRekeyTellsWhetherTheOldKeyCanHoldAnything(t *testing.T) {
+	ctx := context.Background()
+	b := newBucket()
+	dir := t.TempDir()
+	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode, o.Delay = Async, time.Hour })
+	for _, tc := range []struct {
+		key, base  string
+		wantUnsent bool
+	}{
+		{"created", backend.VersionAbsent, true},
+		{"rewritten", "v1", false},
+		{"unknown-base", "", false},
+	} {
+		if _, err := e.m.Commit(ctx, tc.key, e.stageAt(t, tc.key, []byte(tc.key)), tc.base, 1); err != nil {
+			t.Fatal(err)
+		}
+		r, err := e.m.Rekey(tc.key, tc.key+"-renamed", "")
+		if err != nil || !r.Moved || r.Unsent != tc.wantUnsent {
+			t.Errorf("%s: Rekey %+v, %v; want moved, Unsent %v", tc.key, r, err, tc.wantUnsent)
+		}
+	}
+	// Restored after a restart: it may have been tried before it.
+	if _, err := e.m.Commit(ctx, "restored", e.stageAt(t, "restored", []byte("r")), backend.VersionAbsent, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.close()
+	e2 := openEnv(t, b, b, dir, func(o *Options) { o.Mode, o.Delay = Async, time.Hour })
+	if r, err := e2.m.Rekey("restored", "restored-renamed", ""); err != nil || !r.Moved || r.Unsent {
+		t.Errorf("restored: Rekey %+v, %v; want moved, not Unsent", r, err)
+	}
+
+	// Tried and failed: the request may have reached the bucket.
+	b.setFail(backend.ErrUnavailable)
+	s := newEnv(t, Sync, b, "")
+	if _, err := s.m.Commit(ctx, "tried", s.stage(t, []byte("t")), backend.VersionAbsent, 1); err == nil {
+		t.Fatal("the upload succeeded against a failing bucket")
+	}
+	if r, err := s.m.Rekey("tried", "tried-renamed", ""); err != nil || !r.Moved || r.Unsent {
+		t.Errorf("tried: Rekey %+v, %v; want moved, not Unsent", r, err)
+	}
+}
