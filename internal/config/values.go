@@ -32,24 +32,31 @@ func ParseSize(s string) (Size, error) {
 	return Size(n), nil
 }
 
-// String renders the size in IEC units, exactly when it is a whole
-// number of them (1MiB, 100GiB), else to one decimal (4.8MiB).
+// String renders the size exactly when it is a whole number of some unit,
+// in the unit that gives the smallest number, IEC or SI (1MiB, 100GiB;
+// 10GB, which is 9765625KiB), else in IEC units to one decimal (4.8MiB).
 func (s Size) String() string {
 	if s == 0 {
 		return "0"
 	}
-	units := []struct {
+	type unit struct {
 		name string
 		n    Size
-	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
-	for _, u := range units {
-		if s >= u.n && s%u.n == 0 {
-			return strconv.FormatInt(int64(s/u.n), 10) + u.name
+	}
+	iec := []unit{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}}
+	si := []unit{{"TB", 1e12}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}}
+	best := unit{"B", 1}
+	for _, u := range append(iec, si...) {
+		if s >= u.n && s%u.n == 0 && s/u.n < s/best.n {
+			best = u
 		}
+	}
+	if best.n > 1 || s < 1<<10 {
+		return strconv.FormatInt(int64(s/best.n), 10) + best.name
 	}
 	// Not whole: one decimal, always (humanize drops it from 10 units up,
 	// so 10200 bytes printed as an exact-looking "10KiB").
-	for _, u := range units {
+	for _, u := range iec {
 		if s >= u.n {
 			return strconv.FormatFloat(float64(s)/float64(u.n), 'f', 1, 64) + u.name
 		}

@@ -31,9 +31,12 @@ func TestTTLSecondsDoNotWrap(t *testing.T) {
 }
 
 // TestSizeString: whole units print exactly, anything else with one
-// decimal (10200 bytes used to print as an exact-looking "10KiB").
+// decimal (10200 bytes used to print as an exact-looking "10KiB"). A
+// size typed in decimal units prints in them (10GB printed as
+// "9765625KiB", and 1MB as "976.6KiB").
 func TestSizeString(t *testing.T) {
-	tests := map[Size]string{0: "0", 512: "512B", 1 << 20: "1MiB", 10200: "10.0KiB", 5<<20 + 1<<19: "5632KiB", 5<<20 + 100: "5.0MiB", 15<<30 + 600<<20 + 1: "15.6GiB", 3 << 40: "3TiB"}
+	tests := map[Size]string{0: "0", 512: "512B", 1 << 20: "1MiB", 10200: "10.0KiB", 5<<20 + 1<<19: "5632KiB", 5<<20 + 100: "5.0MiB", 15<<30 + 600<<20 + 1: "15.6GiB", 3 << 40: "3TiB",
+		10e9: "10GB", 1e6: "1MB", 250e12: "250TB", 1536e6: "1536MB", 1000: "1KB", 1024000: "1000KiB"}
 	for in, want := range tests {
 		if got := in.String(); got != want {
 			t.Errorf("Size(%d).String() = %q, want %q", int64(in), got, want)
