@@ -135,3 +135,30 @@ func killedBy(tid uint32) int {
 	}
 	return int(syscall.SIGKILL)
 }
+
+// markWroteLocked records that process o wrote to the session. Caller
+// holds n.mu.
+func (n *fileNode) markWroteLocked(o owner) {
+	if n.wrote == nil {
+		n.wrote = map[owner]bool{}
+	}
+	n.wrote[o] = true
+}
+
+// ownerOf returns the process of thread tid, cached for the session.
+func (n *fileNode) ownerOf(tid uint32) owner {
+	n.mu.Lock()
+	o, ok := n.tids[tid]
+	n.mu.Unlock()
+	if ok {
+		return o
+	}
+	o = tgidOf(tid)
+	n.mu.Lock()
+	if n.tids == nil {
+		n.tids = ownerCache{}
+	}
+	n.tids[tid] = o
+	n.mu.Unlock()
+	return o
+}

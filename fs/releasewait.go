@@ -1,0 +1,59 @@
+package fs
+
+import "time"
+
+// releaseWait bounds how long a read-only open waits for the RELEASE of
+// writer handles whose content is committed. close() returns before the
+// daemon sees the RELEASE (the kernel sends it in the background), so
+// the open that follows a writer's close (torch.load after torch.save)
+// usually arrives first; the kernel itself already let go of the
+// writer's file, and the open can be passthrough once the daemon has
+// too. A writer that really stays open (another process holds the
+// descriptor) costs a reader this much, once per open, and the reader
+// is served from userspace.
+const releaseWait = 100 * time.Millisecond
+
+// waitWritersReleasedLocked waits, up to releaseWait, until the node has
+// no userspace handle open, if the only ones open are writers whose
+// content is committed (a RELEASE may be on its way). Caller holds n.mu;
+// it is released while waiting and held again on return.
+func (n *fileNode) waitWritersReleasedLocked() {
+	if n.ptOpen > 0 || n.usOpen == 0 || n.usOpen != n.writers || n.sess != nil {
+		return
+	}
+	if n.usGone == nil {
+		n.usGone = make(chan struct{})
+	}
+	n.awaitReleaseLocked(n.usGone)
+}
+
+// waitReadersReleasedLocked waits, up to releaseWait, until the node has
+// no passthrough handle open: a writer's open cannot be served while the
+// kernel reads the inode through a backing file, and the reader that
+// just closed it (`cat f; echo x >> f`) has usually not had its RELEASE
+// answered yet. A reader that really stays open costs the writer this
+// much, and the open then fails with EBUSY. Caller holds n.mu; it is
+// released while waiting and held again on return.
+func (n *fileNode) waitReadersReleasedLocked() {
+	if n.ptOpen == 0 {
+		return
+	}
+	if n.ptGone == nil {
+		n.ptGone = make(chan struct{})
+	}
+	n.awaitReleaseLocked(n.ptGone)
+}
+
+// awaitReleaseLocked waits, up to releaseWait, for gone to be closed.
+// Caller holds n.mu; it is released while waiting and held again on
+// return.
+func (n *fileNode) awaitReleaseLocked(gone chan struct{}) {
+	n.mu.Unlock()
+	t := time.NewTimer(releaseWait)
+	select { // not cut short by the caller's signals: bounded instead
+	case <-gone:
+	case <-t.C:
+	}
+	t.Stop()
+	n.mu.Lock()
+}

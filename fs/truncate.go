@@ -1,0 +1,88 @@
+package fs
+
+import (
+	"context"
+	"syscall"
+	"time"
+
+	gofs "github.com/hanwen/go-fuse/v2/fs"
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) (errno syscall.Errno) {
+	f := n.fsys
+	defer func(start time.Time) { f.observe("setattr", start, errno) }(time.Now())
+	if size, ok := in.GetSize(); ok {
+		if f.wb == nil {
+			return syscall.EROFS
+		}
+		// ftruncate(fd) is new data of the caller; truncate(path) is
+		// not (open(O_TRUNC) is not either: truncateAtOpen).
+		o := noOwner
+		if fh != nil {
+			o = n.ownerOf(callerPid(ctx))
+		}
+		if err := n.truncate(ctx, int64(size), o); err != nil {
+			return toErrno(err)
+		}
+	}
+	if mt, ok := in.GetMTime(); ok {
+		n.mu.Lock()
+		if n.sess != nil || n.entry.Local {
+			n.entry.MTime = mt.UnixNano() // honoured until the bucket assigns its own
+		}
+		n.mu.Unlock()
+	}
+	// Modes and owners are the mount's (--file-mode, --uid, --gid):
+	// accepted, not stored, since objects have no POSIX attributes.
+	n.attr(&out.Attr)
+	out.SetTimeout(f.timeout())
+	return 0
+}
+
+// truncate sets the size; a path truncate (no writer open) commits at once.
+// An explicit truncation is new data of the process o that asked for it.
+func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
+	// Not cancelled by the kernel's INTERRUPT, as a close is not (Flush):
+	// any signal to the caller would fail truncate(2) with EINTR midway
+	// through staging or uploading.
+	ctx = uninterrupted(ctx)
+	n.mu.Lock()
+	lw := n.live
+	n.mu.Unlock()
+	if lw != nil {
+		return n.truncateLive(lw, size)
+	}
+	if err := n.startSession(ctx, size == 0); err != nil {
+		return err
+	}
+	n.sessMu.RLock()
+	n.mu.Lock()
+	st := n.sess
+	n.mu.Unlock()
+	var terr error
+	if st != nil {
+		terr = st.Truncate(size)
+	}
+	n.mu.Lock()
+	if o != noOwner {
+		n.markWroteLocked(o)
+	}
+	if terr == nil {
+		n.entry.Size, n.entry.MTime, n.dirty = size, time.Now().UnixNano(), true
+	} else if n.writeErr == nil {
+		n.writeErr = terr
+	}
+	writers := n.writers
+	n.mu.Unlock()
+	n.sessMu.RUnlock()
+	if terr != nil {
+		return terr
+	}
+	if writers == 0 { // a path truncate: nobody else will close the file
+		err := n.commit(ctx)
+		n.fsys.wb.Unhold(n.key.get())
+		return err
+	}
+	return nil
+}
