@@ -2,7 +2,6 @@ package meta
 
 import (
 	"fmt"
-	"strings"
 	"sync"
 
 	"github.com/stratafs/strata/backend"
@@ -364,40 +363,4 @@ func (c *Cache) installable(ds *dirState, start int64) bool {
 		return false
 	}
 	return ds.cur == nil || ds.cur.fetchedAt < start
-}
-
-// invalidation records an InvalidatePrefix, for prefetches running then.
-type invalidation struct {
-	prefix string
-	at     int64
-}
-
-// maxInvalidations bounds the invalidations remembered; older ones fold
-// into invalidFloor (everything before it counts as invalidated).
-const maxInvalidations = 1024
-
-func (c *Cache) noteInvalidation(prefix string, at int64) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if len(c.invalidations) >= maxInvalidations {
-		half := len(c.invalidations) / 2
-		c.invalidFloor = max(c.invalidFloor, c.invalidations[half-1].at)
-		c.invalidations = append(c.invalidations[:0], c.invalidations[half:]...)
-	}
-	c.invalidations = append(c.invalidations, invalidation{prefix, at})
-}
-
-// invalidatedSince reports whether dir was invalidated at or after t.
-func (c *Cache) invalidatedSince(dir string, t int64) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if t <= c.invalidFloor {
-		return true
-	}
-	for _, iv := range c.invalidations {
-		if iv.at >= t && strings.HasPrefix(dir, iv.prefix) {
-			return true
-		}
-	}
-	return false
 }

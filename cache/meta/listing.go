@@ -355,30 +355,6 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	c.replaced(ds, old, l)
 }
 
-func named(es []Entry) []index.NamedEntry {
-	out := make([]index.NamedEntry, len(es))
-	for i, e := range es {
-		out[i] = index.NamedEntry{Name: e.Name, Entry: toRecord(e)}
-	}
-	return out
-}
-
-func dirRecord(fetchedAt int64, n int) index.DirRecord {
-	return index.DirRecord{FetchedAt: fetchedAt, Complete: true, Entries: int64(n)}
-}
-
-func toRecord(e Entry) index.EntryRecord {
-	k := index.KindFile
-	if e.Dir {
-		k = index.KindDir
-	}
-	return index.EntryRecord{Kind: k, Size: e.Size, MTime: e.MTime, Version: e.Version}
-}
-
-func fromRecord(name string, r index.EntryRecord) Entry {
-	return Entry{Name: name, Dir: r.Kind == index.KindDir, Size: r.Size, MTime: r.MTime, Version: r.Version}
-}
-
 // listPage fetches one page of dir's listing, unless the backend is known
 // to be down (the breaker answers with its error at once).
 func (c *Cache) listPage(ctx context.Context, dir, token string) (backend.ListPage, error) {

@@ -195,3 +195,63 @@ func (c *Cache) InvalidatePrefix(prefix string) {
 		c.log.Warn("meta: invalidating lookups", "prefix", prefix, "err", err)
 	}
 }
+
+func named(es []Entry) []index.NamedEntry {
+	out := make([]index.NamedEntry, len(es))
+	for i, e := range es {
+		out[i] = index.NamedEntry{Name: e.Name, Entry: toRecord(e)}
+	}
+	return out
+}
+
+func dirRecord(fetchedAt int64, n int) index.DirRecord {
+	return index.DirRecord{FetchedAt: fetchedAt, Complete: true, Entries: int64(n)}
+}
+
+func toRecord(e Entry) index.EntryRecord {
+	k := index.KindFile
+	if e.Dir {
+		k = index.KindDir
+	}
+	return index.EntryRecord{Kind: k, Size: e.Size, MTime: e.MTime, Version: e.Version}
+}
+
+func fromRecord(name string, r index.EntryRecord) Entry {
+	return Entry{Name: name, Dir: r.Kind == index.KindDir, Size: r.Size, MTime: r.MTime, Version: r.Version}
+}
+
+// invalidation records an InvalidatePrefix, for prefetches running then.
+type invalidation struct {
+	prefix string
+	at     int64
+}
+
+// maxInvalidations bounds the invalidations remembered; older ones fold
+// into invalidFloor (everything before it counts as invalidated).
+const maxInvalidations = 1024
+
+func (c *Cache) noteInvalidation(prefix string, at int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if len(c.invalidations) >= maxInvalidations {
+		half := len(c.invalidations) / 2
+		c.invalidFloor = max(c.invalidFloor, c.invalidations[half-1].at)
+		c.invalidations = append(c.invalidations[:0], c.invalidations[half:]...)
+	}
+	c.invalidations = append(c.invalidations, invalidation{prefix, at})
+}
+
+// invalidatedSince reports whether dir was invalidated at or after t.
+func (c *Cache) invalidatedSince(dir string, t int64) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if t <= c.invalidFloor {
+		return true
+	}
+	for _, iv := range c.invalidations {
+		if iv.at >= t && strings.HasPrefix(dir, iv.prefix) {
+			return true
+		}
+	}
+	return false
+}
