@@ -183,11 +183,40 @@ func (m *Manager) Journal(ctx context.Context, j *Job) error {
 	}
 	select {
 	case <-j.attempted:
+		if errors.Is(j.firstErr, errSuperseded) {
+			return m.waitSuccessor(ctx, j)
+		}
 		if j.firstErr != nil && unflushed {
 			m.makeDurable(j) // close reports the error: the bytes are kept and retried
 		}
 		return j.firstErr
 	case <-ctx.Done():
 		return ctx.Err()
+	}
+}
+
+// waitSuccessor waits for the first attempt of the commit that superseded
+// j (following newer ones that superseded it in turn) and returns its
+// result. A sync close whose upload was overtaken by another close of the
+// same file (appenders closing one after the other) returns once the
+// bytes it published are in the bucket, in the newer upload: that one was
+// staged from them. It used to fail with EIO.
+func (m *Manager) waitSuccessor(ctx context.Context, j *Job) error {
+	for {
+		m.mu.Lock()
+		next := j.successor
+		m.mu.Unlock()
+		if next == nil { // dropped with no newer commit named (a discard)
+			return j.firstErr
+		}
+		select {
+		case <-next.attempted:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		if !errors.Is(next.firstErr, errSuperseded) {
+			return next.firstErr
+		}
+		j = next
 	}
 }

@@ -56,6 +56,10 @@ type Job struct {
 	// journaling: registered, not yet journaled (seq is 0): not started,
 	// and the Journal call in progress cleans up if it is dropped.
 	journaling bool
+	// successor: the newer commit that superseded this one, which holds
+	// its bytes (staged from them) or replaced them; a sync close of
+	// this one returns with that upload (commit.go, waitSuccessor).
+	successor *Job
 
 	once      sync.Once
 	attempted chan struct{} // closed after the first attempt
@@ -340,8 +344,14 @@ func (m *Manager) dropLocked(j *Job) {
 // supersedeLocked drops every older job of key: the newest commit wins.
 // Caller holds m.mu.
 func (m *Manager) supersedeLocked(key string) {
+	// A copy: dropping a job removes it from m.byKey[key] in place, which
+	// shifted the newest into the range being walked, and dropped it.
 	js := m.byKey[key]
-	for _, j := range js[:len(js)-1] {
+	older := append([]*Job(nil), js[:max(len(js)-1, 0)]...)
+	for _, j := range older {
+		if j.dropped == nil {
+			j.successor = js[len(js)-1]
+		}
 		m.dropOrCancelLocked(j, errSuperseded)
 	}
 }
