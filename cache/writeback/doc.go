@@ -11,7 +11,10 @@
 // back costs no GET.
 //
 // Uploads of one key run in the order they were committed, and a newer
-// commit supersedes an older one not yet uploaded (last close wins).
+// commit supersedes an older one not yet uploaded (last close wins). The
+// newer one holds the older one's bytes (its session was staged from
+// them), so a sync close of a superseded commit returns with the newer
+// upload (Job.successor, waitSuccessor).
 // Each upload is conditional on the version the writer started from, so a
 // writer whose base changed in the bucket gets an error instead of
 // silently clobbering the other write; a precondition failure is first
