@@ -108,7 +108,7 @@ func (s *Store) Adopt(k ObjectKey, path string) error {
 	}
 	tag := index.TagFor(k.Source)
 	if prev, had, err := s.ix.CurrentVersion(tag, k.Key); err == nil && had && prev != id {
-		s.retire(prev)
+		s.replaced(tag, k.Key, prev)
 	}
 	if err := s.ix.SetCurrentVersion(tag, k.Key, id); err != nil {
 		return err
@@ -212,7 +212,7 @@ func (s *Store) Link(from, to ObjectKey) error {
 	s.kickEvict()
 	tag := index.TagFor(to.Source)
 	if prev, had, err := s.ix.CurrentVersion(tag, to.Key); err == nil && had && prev != tid {
-		s.retire(prev)
+		s.replaced(tag, to.Key, prev)
 	}
 	return s.ix.SetCurrentVersion(tag, to.Key, tid)
 }
