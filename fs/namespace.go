@@ -137,7 +137,11 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 		return nil, toErrno(err)
 	}
 	f.meta.Upsert(d.key.get(), meta.Entry{Name: name, Dir: true})
-	if err := listed(ctx); err != nil {
+	// Bounded: the listing only saves requests, and a slow one goes on in
+	// the background while mkdir returns.
+	wctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	if err := listed(wctx); err != nil {
 		// Lookups in it then ask the bucket, as before.
 		f.log.Debug("fs: listing a new directory", "key", key, "err", err)
 	}

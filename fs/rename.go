@@ -204,7 +204,7 @@ func (f *FS) moveLocal(n *fileNode, oldKey, newKey string) (local, unsent bool, 
 	defer n.sessMu.Unlock()
 	n.mu.Lock()
 	writing, isLocal := n.sess != nil, n.entry.Local
-	created := n.base == backend.VersionAbsent && n.last == nil // never committed
+	created := n.base == backend.VersionAbsent // never committed: a commit clears base
 	n.mu.Unlock()
 	if !writing && !isLocal {
 		return false, false, nil
