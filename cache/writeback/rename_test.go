@@ -116,13 +116,15 @@ func TestRekeyTellsWhetherTheOldKeyCanHoldAnything(t *testing.T) {
 		t.Fatal(err)
 	}
 	e.close()
+	// Its upload restarts at boot; the bucket refuses it, so it is still
+	// pending (not landed) when Rekey comes.
+	b.setFail(backend.ErrUnavailable)
 	e2 := openEnv(t, b, b, dir, func(o *Options) { o.Mode, o.Delay = Async, time.Hour })
 	if r, err := e2.m.Rekey("restored", "restored-renamed", ""); err != nil || !r.Moved || r.Unsent {
 		t.Errorf("restored: Rekey %+v, %v; want moved, not Unsent", r, err)
 	}
 
 	// Tried and failed: the request may have reached the bucket.
-	b.setFail(backend.ErrUnavailable)
 	s := newEnv(t, Sync, b, "")
 	if _, err := s.m.Commit(ctx, "tried", s.stage(t, []byte("t")), backend.VersionAbsent, 1); err == nil {
 		t.Fatal("the upload succeeded against a failing bucket")
