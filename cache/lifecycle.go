@@ -90,22 +90,22 @@ func (s *Store) retire(id index.ID) {
 	}()
 }
 
-// replacedGrace is how long a version replaced by a newer one of its key
+// ReplacedGrace is how long a version replaced by a newer one of its key
 // stays cached before it is retired. A reader that looked the file up
 // just before the replacement (another process's rename over it, a
 // rewrite's upload landing) opens the inode it found right after, and
 // must find those bytes here: the bucket no longer has them. Retired at
 // once, the open read through to the bucket and failed with ESTALE.
-const replacedGrace = 5 * time.Second
+const ReplacedGrace = 5 * time.Second
 
 // replaced retires id, the version of key that newer replaced as its
-// current one, after replacedGrace, unless it is current again by then.
+// current one, after ReplacedGrace, unless it is current again by then.
 // A Store closed first leaves it to eviction.
 func (s *Store) replaced(tag index.SrcTag, key string, id index.ID) {
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTimer(replacedGrace)
+		t := time.NewTimer(ReplacedGrace)
 		defer t.Stop()
 		select {
 		case <-t.C:

@@ -69,6 +69,10 @@ type fileNode struct {
 	// its staging file itself (ptwrite.go); nil otherwise. Set at
 	// create, taken off at the release of the last writer.
 	live *liveWrite
+	// orphan is the committed content the node had when its name went
+	// (markUnlinked), held for cache.ReplacedGrace: its key may name
+	// another file by now.
+	orphan *writeback.Content
 }
 
 var (
@@ -96,7 +100,7 @@ func (n *fileNode) attr(out *fuse.Attr) {
 		}
 	} else if e.Local && !writing && n.fsys.wb != nil {
 		// Committed content is the manager's: its size, not a copy's.
-		if c, ok := n.fsys.wb.Content(n.key.get()); ok {
+		if c, ok := n.content(); ok {
 			e.Size, e.MTime = c.Size(), c.MTime()
 			c.Release()
 		}
@@ -202,7 +206,7 @@ func (n *fileNode) settleIfUploaded(ctx context.Context) {
 	if n.fsys.wb == nil {
 		return
 	}
-	if c, ok := n.fsys.wb.Content(n.key.get()); ok {
+	if c, ok := n.content(); ok {
 		// Pending, or landed and still becoming the cached copy: the open
 		// is served from the committed bytes (openCommitted: passthrough
 		// on the staged file, which stays valid when it moves).
@@ -345,7 +349,7 @@ var (
 // a write session started, or a userspace handle is open (the kernel
 // does not mix the two on one inode).
 func (n *fileNode) openCommitted() *committedHandle {
-	c, ok := n.fsys.wb.Content(n.key.get())
+	c, ok := n.content()
 	if !ok {
 		return nil
 	}

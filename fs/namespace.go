@@ -13,7 +13,9 @@ import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
 	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
+	"github.com/stratafs/strata/cache/writeback"
 )
 
 var (
@@ -184,12 +186,55 @@ func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno)
 	return 0
 }
 
-// markUnlinked stops the node from uploading anything: its name is gone.
+// markUnlinked stops the node from uploading anything: its name is gone
+// (an unlink, a rename over it). Called before the manager cancels the
+// key's uploads, it keeps the committed content the node has (see
+// content).
 func (n *fileNode) markUnlinked() {
+	var c *writeback.Content
+	if n.fsys.wb != nil {
+		c, _ = n.fsys.wb.Content(n.key.get())
+	}
 	n.mu.Lock()
 	n.unlinked = true
+	if c != nil && n.sess == nil && n.entry.Local && n.orphan == nil {
+		n.orphan, c = c, nil
+		time.AfterFunc(cache.ReplacedGrace, n.dropOrphan)
+	}
 	n.mu.Unlock()
+	c.Release()
 	n.fsys.untrack(n.key.get(), n)
+}
+
+// content returns the node's committed content, if it has any: the
+// manager's for its key until the upload is complete, or, once the name
+// is gone, what it had then. A reader that looked the file up just
+// before another process renamed a file over it, or deleted it, opens
+// the inode it found right after; on local disk it reads that file's
+// bytes, and so it does here for cache.ReplacedGrace, not the bytes of
+// whatever took the name (nor ESTALE: the bucket never had them).
+func (n *fileNode) content() (*writeback.Content, bool) {
+	n.mu.Lock()
+	c, gone := n.orphan, n.unlinked
+	if c != nil {
+		c.Acquire()
+	}
+	n.mu.Unlock()
+	switch {
+	case c != nil:
+		return c, true
+	case gone || n.fsys.wb == nil:
+		return nil, false
+	}
+	return n.fsys.wb.Content(n.key.get())
+}
+
+func (n *fileNode) dropOrphan() {
+	n.mu.Lock()
+	c := n.orphan
+	n.orphan = nil
+	n.mu.Unlock()
+	c.Release()
 }
 
 // deleteObject removes key from the bucket (a missing key is fine).

@@ -94,7 +94,7 @@ func (n *fileNode) readLocal(dest []byte, off int64) (int, error, bool) {
 	case st != nil:
 		src = st
 	case isLocal:
-		c, ok := n.fsys.wb.Content(n.key.get())
+		c, ok := n.content()
 		if !ok {
 			return 0, nil, false // uploaded: the caller refreshes the entry
 		}

@@ -66,6 +66,9 @@ func (c *Content) acquire() *Content {
 	return c
 }
 
+// Acquire takes another hold on c, for a reader that already has one.
+func (c *Content) Acquire() { c.refs.Add(1) }
+
 // Release drops a reader's hold; the last one closes the descriptor.
 func (c *Content) Release() {
 	if c != nil && c.refs.Add(-1) == 0 {
