@@ -48,7 +48,9 @@ type Options struct {
 	// breaker's probe: a backend that has not answered by then is taken as
 	// gone (ErrUnavailable, which opens the breaker). 0: only the
 	// backend's own timeouts bound them. Listing pages are not bounded
-	// here: a page of a big directory can take long to come.
+	// by it (a page of a big directory can take long to come); one
+	// unanswered for half a second is watched by a probe bounded by it
+	// (listWatched).
 	ResponseTimeout time.Duration
 	Logger          *slog.Logger
 	Clock           func() time.Time

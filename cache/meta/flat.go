@@ -300,7 +300,7 @@ func (c *Cache) listFlatPage(prefix, token string) (backend.ListPage, error) {
 	if err != nil {
 		return backend.ListPage{}, err
 	}
-	page, err := c.be.List(c.ctx, prefix, backend.ListOptions{Token: token, Recursive: true})
+	page, err := c.listWatched(c.ctx, prefix, backend.ListOptions{Token: token, Recursive: true})
 	c.backendDone(sent, err)
 	return page, err
 }

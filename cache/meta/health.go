@@ -124,6 +124,50 @@ func (c *Cache) answerWithin(ctx context.Context, what string, fn func(context.C
 	return fmt.Errorf("meta: %s: no answer within %s: %w (%v)", what, d, backend.ErrUnavailable, err)
 }
 
+// pageProbeAfter is how long a listing page may go unanswered before the
+// endpoint is asked a one-key question beside it (listWatched).
+const pageProbeAfter = 500 * time.Millisecond
+
+// listWatched sends one listing page. A page gets the backend's own
+// timeouts (30 s an attempt: a page of a big directory can be slow to
+// come), so an endpoint that accepts connections and never answers held
+// the first listing to meet it for every attempt, 2.5 minutes on S3
+// (TestListingWithTheEndpointSilent). A page that has no answer after
+// pageProbeAfter is watched by a one-key LIST, bounded as a lookup is
+// (answerWithin): a live endpoint answers that at once and the page goes
+// on waiting; if it goes unanswered too the backend is gone, and the page
+// fails with ErrUnavailable (which opens the breaker).
+func (c *Cache) listWatched(ctx context.Context, prefix string, o backend.ListOptions) (backend.ListPage, error) {
+	if c.opts.ResponseTimeout <= 0 {
+		return c.be.List(ctx, prefix, o)
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	c.loads.Add(1) // the caller is a counted load or lookup: never a late Add
+	go func() {
+		defer c.loads.Done()
+		t := time.NewTimer(pageProbeAfter)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		err := c.answerWithin(ctx, "probe beside a listing page", func(ctx context.Context) error {
+			_, err := c.be.List(ctx, "", backend.ListOptions{Limit: 1})
+			return err
+		})
+		if backendGone(err) {
+			cancel(err)
+		}
+	}()
+	page, err := c.be.List(ctx, prefix, o)
+	if cause := context.Cause(ctx); err != nil && backendGone(cause) {
+		err = fmt.Errorf("meta: list %q: the endpoint answers nothing: %w", prefix, cause)
+	}
+	return page, err
+}
+
 // backendGone: errors that open the metadata breaker.
 func backendGone(err error) bool {
 	return errors.Is(err, backend.ErrUnavailable) || errors.Is(err, backend.ErrNoBucket)

@@ -362,7 +362,7 @@ func (c *Cache) listPage(ctx context.Context, dir, token string) (backend.ListPa
 	if err != nil {
 		return backend.ListPage{}, err
 	}
-	page, err := c.be.List(ctx, dir, backend.ListOptions{Token: token})
+	page, err := c.listWatched(ctx, dir, backend.ListOptions{Token: token})
 	c.backendDone(sent, err)
 	return page, err
 }

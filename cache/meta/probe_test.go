@@ -75,3 +75,69 @@ func TestLookupOfASilentEndpointEnds(t *testing.T) {
 		t.Fatalf("lookup once the endpoint answers again: %v", err)
 	}
 }
+
+// TestListingOfASilentEndpointEnds: the first request to meet an endpoint
+// that never answers is a listing page. A page is bounded only by the
+// backend's own timeouts (30 s an attempt with S3: 2.5 minutes), so
+// before the fix the listing waited for them; now a probe bounded like a
+// lookup goes beside a page that has no answer after pageProbeAfter, and
+// its silence fails the page with ErrUnavailable (opening the breaker).
+func TestListingOfASilentEndpointEnds(t *testing.T) {
+	be := newFake(100, "d/a")
+	o := DefaultOptions()
+	o.Clock = time.Now
+	o.ResponseTimeout = 300 * time.Millisecond
+	c := New(be, openIndex(t, t.TempDir()), o)
+	t.Cleanup(c.Close)
+
+	be.silent.Store(true)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := c.ListAhead("d/")(ctx)
+	if took := time.Since(start); !errors.Is(err, backend.ErrUnavailable) || took > 5*time.Second {
+		t.Fatalf("listing with the endpoint silent: %v after %v, want ErrUnavailable after about %v", err, took, pageProbeAfter+o.ResponseTimeout)
+	}
+	if c.health.Err() == nil {
+		t.Fatal("the breaker is closed after a listing found the endpoint silent")
+	}
+}
+
+// slowPages holds every listing page but the probe's one-key LIST back
+// for delay: a live endpoint listing a big directory slowly.
+type slowPages struct {
+	*fakeBackend
+	delay time.Duration
+}
+
+func (s slowPages) List(ctx context.Context, prefix string, o backend.ListOptions) (backend.ListPage, error) {
+	if o.Limit != 1 {
+		select {
+		case <-time.After(s.delay):
+		case <-ctx.Done():
+			return backend.ListPage{}, ctx.Err()
+		}
+	}
+	return s.fakeBackend.List(ctx, prefix, o)
+}
+
+// TestSlowListingPageOfALiveEndpointGoesOn: a page slower than the probe's
+// bound is not given up while the endpoint answers the probe.
+func TestSlowListingPageOfALiveEndpointGoesOn(t *testing.T) {
+	be := slowPages{newFake(100, "d/a", "d/b"), 4 * (pageProbeAfter + 300*time.Millisecond)}
+	o := DefaultOptions()
+	o.Clock = time.Now
+	o.ResponseTimeout = 300 * time.Millisecond
+	c := New(be, openIndex(t, t.TempDir()), o)
+	t.Cleanup(c.Close)
+
+	if err := c.ListAhead("d/")(context.Background()); err != nil {
+		t.Fatalf("a slow listing page of a live endpoint: %v", err)
+	}
+	if _, err := c.Lookup(context.Background(), "d/", "b"); err != nil {
+		t.Fatalf("lookup from that listing: %v", err)
+	}
+	if n := be.stats.Load(); n != 0 {
+		t.Errorf("the lookup sent %d HEADs: the listing should answer it", n)
+	}
+}
