@@ -128,12 +128,19 @@ func (c *Cache) answerWithin(ctx context.Context, what string, fn func(context.C
 // endpoint is asked a one-key question beside it (listWatched).
 const pageProbeAfter = 500 * time.Millisecond
 
+// pageProbeName is the name that question asks for, beside the page's
+// prefix: a HEAD of a key nobody writes (a 404 is an answer), an lstat on a
+// file:// source. Not a one-key LIST: on a file:// source that reads the
+// whole directory, as slow as the page it watches (a directory of 500,000
+// files, cold: the probe ran past its bound and the ls failed with EIO).
+const pageProbeName = ".strata-probe"
+
 // listWatched sends one listing page. A page gets the backend's own
 // timeouts (30 s an attempt: a page of a big directory can be slow to
 // come), so an endpoint that accepts connections and never answers held
 // the first listing to meet it for every attempt, 2.5 minutes on S3
 // (TestListingWithTheEndpointSilent). A page that has no answer after
-// pageProbeAfter is watched by a one-key LIST, bounded as a lookup is
+// pageProbeAfter is watched by a one-key question, bounded as a lookup is
 // (answerWithin): a live endpoint answers that at once and the page goes
 // on waiting; if it goes unanswered too the backend is gone, and the page
 // fails with ErrUnavailable (which opens the breaker).
@@ -154,7 +161,7 @@ func (c *Cache) listWatched(ctx context.Context, prefix string, o backend.ListOp
 		case <-t.C:
 		}
 		err := c.answerWithin(ctx, "probe beside a listing page", func(ctx context.Context) error {
-			_, err := c.be.List(ctx, "", backend.ListOptions{Limit: 1})
+			_, err := c.be.Stat(ctx, prefix+pageProbeName)
 			return err
 		})
 		if backendGone(err) {
@@ -163,7 +170,7 @@ func (c *Cache) listWatched(ctx context.Context, prefix string, o backend.ListOp
 	}()
 	page, err := c.be.List(ctx, prefix, o)
 	if cause := context.Cause(ctx); err != nil && backendGone(cause) {
-		err = fmt.Errorf("meta: list %q: the endpoint answers nothing: %w", prefix, cause)
+		err = fmt.Errorf("the endpoint answers nothing: %w", cause)
 	}
 	return page, err
 }
