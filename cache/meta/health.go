@@ -150,7 +150,7 @@ func (c *Cache) listWatched(ctx context.Context, prefix string, o backend.ListOp
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	c.loads.Add(1) // the caller is a counted load or lookup: never a late Add
+	c.loads.Add(1) // callers run in a counted load or prefetch worker: never a late Add
 	go func() {
 		defer c.loads.Done()
 		t := time.NewTimer(pageProbeAfter)
