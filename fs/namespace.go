@@ -215,10 +215,7 @@ func (n *fileNode) markUnlinked() {
 // whatever took the name (nor ESTALE: the bucket never had them).
 func (n *fileNode) content() (*writeback.Content, bool) {
 	n.mu.Lock()
-	c, gone := n.orphan, n.unlinked
-	if c != nil {
-		c.Acquire()
-	}
+	c, gone := n.orphan.Acquire(), n.unlinked
 	n.mu.Unlock()
 	switch {
 	case c != nil:

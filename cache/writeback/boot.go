@@ -38,7 +38,7 @@ func currentBoot() string {
 // attempt failed and marks its journal entry as trusted after a reboot.
 func (m *Manager) makeDurable(j *Job) {
 	m.mu.Lock()
-	c, key := j.content.acquire(), j.rec.Key
+	c, key := j.content.Acquire(), j.rec.Key
 	m.mu.Unlock()
 	if c == nil { // settled or dropped meanwhile
 		return

@@ -133,7 +133,7 @@ func (m *Manager) Journal(ctx context.Context, j *Job) error {
 		j.rec.UnsyncedBoot = m.boot
 	}
 	r := j.rec
-	c := j.content.acquire() // nil if dropped meanwhile (see below)
+	c := j.content.Acquire() // nil if dropped meanwhile (see below)
 	m.mu.Unlock()
 	var err error
 	if !unflushed && c != nil {

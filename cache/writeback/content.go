@@ -58,16 +58,13 @@ func (c *Content) Size() int64 { return c.size.Load() }
 // MTime is the committed file's modification time (unix nanoseconds).
 func (c *Content) MTime() int64 { return c.mtime.Load() }
 
-// acquire takes a hold on c (nil stays nil: a job whose content is gone).
-func (c *Content) acquire() *Content {
+// Acquire takes a hold on c (nil stays nil: a job whose content is gone).
+func (c *Content) Acquire() *Content {
 	if c != nil {
 		c.refs.Add(1)
 	}
 	return c
 }
-
-// Acquire takes another hold on c, for a reader that already has one.
-func (c *Content) Acquire() { c.refs.Add(1) }
 
 // Release drops a reader's hold; the last one closes the descriptor.
 func (c *Content) Release() {

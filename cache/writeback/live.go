@@ -94,7 +94,7 @@ func (m *Manager) RegisterLive(key string, st *Staging, base string) (*Job, int6
 func (m *Manager) Restage(ctx context.Context, j *Job) error {
 	m.mu.Lock()
 	_, live := m.jobs[j]
-	c, rec := j.content.acquire(), j.rec
+	c, rec := j.content.Acquire(), j.rec
 	m.mu.Unlock()
 	if !live || c == nil {
 		c.Release()

@@ -244,7 +244,7 @@ func (m *Manager) Content(key string) (*Content, bool) {
 	js := m.byKey[key]
 	for i := len(js) - 1; i >= 0; i-- {
 		if c := js[i].content; c != nil && !errors.Is(js[i].dropped, errCancelled) {
-			return c.acquire(), true
+			return c.Acquire(), true
 		}
 	}
 	return nil, false
