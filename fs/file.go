@@ -46,7 +46,12 @@ type fileNode struct {
 	// rewrite) is conditional on the version last created, or, while it
 	// is pending, on what last started from (writeback follows it), so
 	// that a rewrite never replaces what another node put in between.
-	last     *writeback.Job
+	last *writeback.Job
+	// own is the upload of the latest commit, whatever it follows (a
+	// rename clears last, not own): once it has landed, its version is
+	// this node's content, whatever its name holds (see refresh). Cleared
+	// when the node's key changes without its upload moving along.
+	own      *writeback.Job
 	sess     *writeback.Staging // open write session, if any
 	dirty    bool               // sess has writes not yet committed
 	unlinked bool               // deleted while open: nothing is uploaded

@@ -77,6 +77,7 @@ func (n *fileNode) syncLive(ctx context.Context, lw *liveWrite) error {
 	j, err := f.wb.Register(key, cp, base, mtime, false)
 	if err == nil {
 		n.base, n.last = "", j // the file's next commit follows this one
+		n.own = j
 	}
 	n.mu.Unlock()
 	if err == nil {

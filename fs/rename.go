@@ -88,7 +88,7 @@ func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir,
 	ne := meta.Entry{Name: newName, Size: info.Size, MTime: info.MTime.UnixNano(), Version: info.Version}
 	n.mu.Lock()
 	n.key.set(newKey)
-	n.entry, n.base, n.last = ne, info.Version, nil
+	n.entry, n.base, n.last, n.own = ne, info.Version, nil, nil
 	n.mu.Unlock()
 	f.meta.Remove(oldDir, oldName)
 	f.meta.Upsert(newDir, ne)
@@ -218,6 +218,9 @@ func (f *FS) moveLocal(n *fileNode, oldKey, newKey string) (local, unsent bool, 
 	n.mu.Lock()
 	n.key.set(newKey)
 	n.base, n.last = "", nil // rename replaces whatever the new name holds
+	if !r.Moved {
+		n.own = nil // what it uploaded went up under the old name
+	}
 	e := n.entry
 	n.mu.Unlock()
 	f.untrack(oldKey, n)
@@ -303,7 +306,7 @@ func rekeyTree(in *gofs.Inode, oldPrefix, newPrefix string, copied map[string]ba
 		if k := n.key.get(); strings.HasPrefix(k, oldPrefix) {
 			nk := newPrefix + strings.TrimPrefix(k, oldPrefix)
 			n.key.set(nk)
-			n.last = nil // its uploads went up under the old name
+			n.last, n.own = nil, nil // its uploads went up under the old name
 			if info, ok := copied[nk]; ok && !n.entry.Local {
 				n.entry.Version, n.base = info.Version, info.Version
 			}

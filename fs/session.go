@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"fmt"
 	"io"
 	"os"
 	"syscall"
@@ -204,7 +205,7 @@ func (n *fileNode) newSession(ctx context.Context, trunc bool) (*writeback.Stagi
 	if trunc {
 		return f.wb.NewStaging(key)
 	}
-	if c, ok := f.wb.Content(key); ok {
+	if c, ok := n.content(); ok {
 		defer c.Release()
 		return f.wb.NewStagingCopy(key, c.File(), c.Size())
 	}
@@ -224,7 +225,26 @@ func (n *fileNode) newSession(ctx context.Context, trunc bool) (*writeback.Stagi
 // gone (its upload is complete: the namespace shows the new version
 // before the manager lets go of the content). It returns the node's entry
 // as it stands.
+//
+// The version is the one the node's own upload created, when it knows
+// it: its name may be another file's by now (a rename over it, a delete
+// and a new create), and a process that looked it up before opens it
+// after (on local disk, it reads this file's bytes, not the new one's).
+// A node whose name is gone and whose own upload is unknown has no bytes
+// left anywhere: ESTALE, never the entry of whatever took the name.
 func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
+	n.mu.Lock()
+	if v, ok := n.own.Landed(); ok && n.sess == nil && n.entry.Local {
+		n.entry.Local, n.entry.Version, n.base = false, v, v
+	}
+	e, gone := n.entry, n.unlinked
+	n.mu.Unlock()
+	switch {
+	case !e.Local:
+		return e, nil
+	case gone:
+		return e, fmt.Errorf("fs: %s: the file was replaced or deleted before its upload was known: %w", n.key.get(), syscall.ESTALE)
+	}
 	key := n.key.get()
 	dir, name := meta.Parent(key)
 	e, err := n.fsys.meta.Lookup(uninterrupted(ctx), dir, name)
@@ -233,7 +253,7 @@ func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.sess == nil && n.entry.Local && !e.Local && !e.Dir && n.key.get() == key {
+	if n.sess == nil && n.entry.Local && !n.unlinked && !e.Local && !e.Dir && n.key.get() == key {
 		n.entry, n.base = e, e.Version
 	}
 	return n.entry, nil

@@ -180,6 +180,7 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 		return nil, err
 	}
 	n.base, n.last = "", j // later commits follow this one
+	n.own = j
 	e := n.entry
 	n.mu.Unlock()
 	n.sessMu.Unlock()
