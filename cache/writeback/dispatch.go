@@ -6,7 +6,8 @@ import (
 )
 
 // dispatch starts runnable jobs: the oldest job of each key, within the
-// concurrency limit, once its retry pause is over.
+// concurrency limit, once its retry pause is over, and once no attempt
+// of another job writes its key (one renamed from it mid-upload).
 func (m *Manager) dispatch() {
 	defer m.wg.Done()
 	timer := time.NewTimer(time.Hour)
@@ -20,7 +21,7 @@ func (m *Manager) dispatch() {
 				continue
 			}
 			j := js[0]
-			if j.running || j.failed || j.held || j.journaling || j.dropped != nil {
+			if j.running || j.failed || j.held || j.journaling || j.dropped != nil || m.inFlight[j.rec.Key] > 0 {
 				continue
 			}
 			if due := m.dueLocked(j); due.After(now) {
@@ -40,6 +41,7 @@ func (m *Manager) dispatch() {
 			ctx, cancel := context.WithCancel(m.ctx)
 			j.running, j.cancel, j.sent = true, cancel, true
 			m.running++
+			m.inFlight[j.rec.Key]++
 			m.wg.Add(1)
 			go m.upload(ctx, j, j.rec)
 		}

@@ -23,6 +23,10 @@ type fakeBucket struct {
 	failErr error // returned by Put when set; guarded by mu
 	gate    chan struct{}
 	puts    atomic.Int64
+	// landed, if set, holds the first Put after it has stored its object,
+	// whatever its context says: a request whose answer is late, or lost
+	// to a cancellation, after the object was in the bucket.
+	landed chan struct{}
 }
 
 func newBucket() *fakeBucket {
@@ -137,6 +141,11 @@ func (b *fakeBucket) Put(ctx context.Context, key string, r io.ReaderAt, size in
 	sum := md5.Sum(data)
 	v := hex.EncodeToString(sum[:])
 	b.objs[key], b.vers[key] = data, v
+	if b.landed != nil && b.puts.Load() == 1 {
+		b.mu.Unlock()
+		<-b.landed
+		b.mu.Lock()
+	}
 	return backend.ObjectInfo{Key: key, Size: size, Version: v}, nil
 }
 

@@ -259,6 +259,9 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 	m.mu.Lock()
 	j.running, j.landed = false, false
 	m.running--
+	if m.inFlight[r.Key]--; m.inFlight[r.Key] <= 0 {
+		delete(m.inFlight, r.Key)
+	}
 	switch {
 	case err == nil:
 		// The file stops being local only if nothing newer of it is

@@ -133,3 +133,48 @@ func TestRekeyTellsWhetherTheOldKeyCanHoldAnything(t *testing.T) {
 		t.Errorf("tried: Rekey %+v, %v; want moved, not Unsent", r, err)
 	}
 }
+
+// TestRenamedUploadInFlightHoldsItsOldKey: a file renamed while its
+// upload is in flight under the old name (the object already in the
+// bucket, the answer not back yet), and a new file created under the old
+// name at once (a writer reusing its temporary name: write tmp, rename
+// over the target, write tmp again). The first upload is taken back down
+// from the old name when its answer comes: the new file's upload must
+// wait for that, or it meets the first one's object (a create-only put
+// refused: failed for good) and the delete then removes the name.
+func TestRenamedUploadInFlightHoldsItsOldKey(t *testing.T) {
+	ctx := context.Background()
+	b := newBucket()
+	b.landed = make(chan struct{})
+	e := newEnv(t, Async, b, "")
+	first, second := []byte("first file"), []byte("second file, same temporary name")
+	if _, err := e.m.Commit(ctx, "tmp", e.stageAt(t, "tmp", first), backend.VersionAbsent, 1); err != nil {
+		t.Fatal(err)
+	}
+	for b.puts.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := e.m.Rekey("tmp", "target", ""); err != nil {
+		t.Fatal(err)
+	}
+	j2, err := e.m.Commit(ctx, "tmp", e.stageAt(t, "tmp", second), backend.VersionAbsent, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(50 * time.Millisecond) // time for a second upload to start, if it may
+	close(b.landed)
+	wctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := j2.Wait(wctx); err != nil {
+		t.Fatalf("the new file's upload: %v", err)
+	}
+	if err := e.m.WaitKey(wctx, "target"); err != nil {
+		t.Fatalf("the renamed file's upload: %v", err)
+	}
+	if got, ok := b.get("tmp"); !ok || !bytes.Equal(got, second) {
+		t.Errorf("tmp = %q (present %v), want the second file", got, ok)
+	}
+	if got, ok := b.get("target"); !ok || !bytes.Equal(got, first) {
+		t.Errorf("target = %q (present %v), want the first file", got, ok)
+	}
+}
