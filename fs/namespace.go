@@ -167,10 +167,8 @@ func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno)
 		return syscall.ENOENT
 	}
 	key := d.key.get() + name
-	if ch := d.GetChild(name); ch != nil {
-		if n, ok := ch.Operations().(*fileNode); ok {
-			n.markUnlinked()
-		}
+	for _, n := range f.replaced(d, name) {
+		n.markUnlinked()
 	}
 	f.wb.Cancel(key)
 	// An upload already in the bucket settles first, so its namespace
@@ -186,6 +184,27 @@ func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno)
 	return 0
 }
 
+// replaced returns the nodes whose name an unlink or a rename over it
+// ends: the kernel's inode of the name, and the node holding the key's
+// local content, when that is another inode (the kernel looked the name
+// up again after the upload landed, and got the bucket's version as a new
+// inode, while a process still holds the first).
+func (f *FS) replaced(d *dirNode, name string) []*fileNode {
+	var ns []*fileNode
+	if ch := d.GetChild(name); ch != nil {
+		if n, ok := ch.Operations().(*fileNode); ok {
+			ns = append(ns, n)
+		}
+	}
+	f.mu.Lock()
+	n := f.files[d.key.get()+name]
+	f.mu.Unlock()
+	if n != nil && (len(ns) == 0 || ns[0] != n) {
+		ns = append(ns, n)
+	}
+	return ns
+}
+
 // markUnlinked stops the node from uploading anything: its name is gone
 // (an unlink, a rename over it). Called before the manager cancels the
 // key's uploads, it keeps the committed content the node has (see
@@ -197,7 +216,8 @@ func (n *fileNode) markUnlinked() {
 	}
 	n.mu.Lock()
 	n.unlinked = true
-	if c != nil && n.sess == nil && n.entry.Local && n.orphan == nil {
+	// Landed: its bytes are its upload's version in the cache (refresh).
+	if _, landed := n.own.Landed(); c != nil && !landed && n.sess == nil && n.entry.Local && n.orphan == nil {
 		n.orphan, c = c, nil
 		time.AfterFunc(cache.ReplacedGrace, n.dropOrphan)
 	}
@@ -213,14 +233,20 @@ func (n *fileNode) markUnlinked() {
 // the inode it found right after; on local disk it reads that file's
 // bytes, and so it does here for cache.ReplacedGrace, not the bytes of
 // whatever took the name (nor ESTALE: the bucket never had them).
+//
+// A node whose own upload has landed has no content here either: its
+// bytes are the version that upload created (refresh), even while its key
+// holds another file's pending upload (a rename over it that reached
+// another inode of the name, see replaced).
 func (n *fileNode) content() (*writeback.Content, bool) {
 	n.mu.Lock()
 	c, gone := n.orphan.Acquire(), n.unlinked
+	_, landed := n.own.Landed()
 	n.mu.Unlock()
 	switch {
 	case c != nil:
 		return c, true
-	case gone || n.fsys.wb == nil:
+	case gone || landed || n.fsys.wb == nil:
 		return nil, false
 	}
 	return n.fsys.wb.Content(n.key.get())
@@ -354,10 +380,8 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 		return f.renameDir(ctx, d, name, nd, newName, exists)
 	}
 	if exists { // the file being replaced uploads nothing any more
-		if ch := nd.GetChild(newName); ch != nil {
-			if n, ok := ch.Operations().(*fileNode); ok {
-				n.markUnlinked()
-			}
+		for _, n := range f.replaced(nd, newName) {
+			n.markUnlinked()
 		}
 		f.wb.Cancel(nd.key.get() + newName)
 	}

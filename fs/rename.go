@@ -91,6 +91,9 @@ func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir,
 	n.entry, n.base, n.last, n.own = ne, info.Version, nil, nil
 	n.mu.Unlock()
 	f.meta.Remove(oldDir, oldName)
+	// The file it replaced may have been written here: its local entry
+	// would stand for the name over the bucket's.
+	f.meta.ClearLocal(newDir, newName)
 	f.meta.Upsert(newDir, ne)
 	return nil
 }

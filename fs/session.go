@@ -11,6 +11,7 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"golang.org/x/sys/unix"
 
+	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/writeback"
@@ -243,7 +244,7 @@ func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
 	case !e.Local:
 		return e, nil
 	case gone:
-		return e, fmt.Errorf("fs: %s: the file was replaced or deleted before its upload was known: %w", n.key.get(), syscall.ESTALE)
+		return e, fmt.Errorf("fs: %s: the file was replaced or deleted before its upload was known: %w", n.key.get(), backend.ErrVersionChanged)
 	}
 	key := n.key.get()
 	dir, name := meta.Parent(key)
