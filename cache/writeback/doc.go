@@ -11,7 +11,10 @@
 // back costs no GET.
 //
 // Uploads of one key run in the order they were committed, and a newer
-// commit supersedes an older one not yet uploaded (last close wins). The
+// commit supersedes an older one not yet uploaded (last close wins). A key
+// is also busy while an attempt writes it for a job renamed away since
+// (Manager.inFlight): that attempt may still land there and be taken back
+// down, so a new file under the old name waits for it to end. The
 // newer one holds the older one's bytes (its session was staged from
 // them), so a sync close of a superseded commit returns with the newer
 // upload (Job.successor, waitSuccessor).
