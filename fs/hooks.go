@@ -28,22 +28,32 @@ func (f *FS) untrack(key string, n *fileNode) {
 	f.mu.Unlock()
 }
 
-// fileIno is the inode number of file e at key. A file with local
-// content (written here, its upload pending) keeps the number its node
-// was given, whatever it has been renamed to since, as rename(2) keeps an
-// inode: numbered from its new name, a lookup of that name gave the
-// kernel a second inode for the same upload, and a rename over one of
-// them cancelled the content the other was being read from.
+// fileIno is the inode number of file e at key. A file written here
+// keeps the number its node was given, whatever it has been renamed to
+// since, as rename(2) keeps an inode, and after its upload lands, while
+// its node still stands for the key: numbered from its new name or its
+// new version, a lookup gave the kernel a second inode for the same file,
+// and an unlink or a rename over the name reached only one of them.
 func (f *FS) fileIno(key string, e meta.Entry) uint64 {
-	if e.Local {
-		f.mu.Lock()
-		n := f.files[key]
-		f.mu.Unlock()
-		if n != nil && n.ident == e.Version {
-			if ino := n.StableAttr().Ino; ino != 0 { // 0: a node the kernel was never given
-				return ino
-			}
+	f.mu.Lock()
+	n := f.files[key]
+	f.mu.Unlock()
+	if n != nil && n.is(e) {
+		if ino := n.StableAttr().Ino; ino != 0 { // 0: a node the kernel was never given
+			return ino
 		}
 	}
 	return inoOf('f', key, e.Version)
+}
+
+// is reports whether e (the key's entry) is the node's file: its local
+// content, or the version its own upload created.
+func (n *fileNode) is(e meta.Entry) bool {
+	if e.Local {
+		return n.ident == e.Version
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	v, ok := n.own.Landed()
+	return ok && v == e.Version
 }

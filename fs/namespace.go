@@ -216,8 +216,7 @@ func (n *fileNode) markUnlinked() {
 	}
 	n.mu.Lock()
 	n.unlinked = true
-	// Landed: its bytes are its upload's version in the cache (refresh).
-	if _, landed := n.own.Landed(); c != nil && !landed && n.sess == nil && n.entry.Local && n.orphan == nil {
+	if c != nil && n.sess == nil && n.entry.Local && n.orphan == nil {
 		n.orphan, c = c, nil
 		time.AfterFunc(cache.ReplacedGrace, n.dropOrphan)
 	}
@@ -234,19 +233,18 @@ func (n *fileNode) markUnlinked() {
 // bytes, and so it does here for cache.ReplacedGrace, not the bytes of
 // whatever took the name (nor ESTALE: the bucket never had them).
 //
-// A node whose own upload has landed has no content here either: its
-// bytes are the version that upload created (refresh), even while its key
-// holds another file's pending upload (a rename over it that reached
-// another inode of the name, see replaced).
+// A node whose name still stands reads the key's newest content, as every
+// descriptor of a file on local disk sees the file's latest writes, also
+// ones made through another inode of the name (a lookup after its upload
+// landed may make one, see fileIno).
 func (n *fileNode) content() (*writeback.Content, bool) {
 	n.mu.Lock()
 	c, gone := n.orphan.Acquire(), n.unlinked
-	_, landed := n.own.Landed()
 	n.mu.Unlock()
 	switch {
 	case c != nil:
 		return c, true
-	case gone || landed || n.fsys.wb == nil:
+	case gone || n.fsys.wb == nil:
 		return nil, false
 	}
 	return n.fsys.wb.Content(n.key.get())

@@ -227,15 +227,17 @@ func (n *fileNode) newSession(ctx context.Context, trunc bool) (*writeback.Stagi
 // before the manager lets go of the content). It returns the node's entry
 // as it stands.
 //
-// The version is the one the node's own upload created, when it knows
-// it: its name may be another file's by now (a rename over it, a delete
-// and a new create), and a process that looked it up before opens it
-// after (on local disk, it reads this file's bytes, not the new one's).
-// A node whose name is gone and whose own upload is unknown has no bytes
-// left anywhere: ESTALE, never the entry of whatever took the name.
+// A node whose name is gone (a rename over it, an unlink) takes the
+// version its own upload created: its name is another file's by now, and
+// a process that looked it up before opens it after (on local disk, it
+// reads this file's bytes, not the new one's). Without an upload of its
+// own it has no bytes left anywhere: ESTALE, never the entry of whatever
+// took the name. A node whose name stands takes the name's entry, which
+// may be newer than its own upload (a rewrite through another inode of
+// the name: on local disk, one file).
 func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
 	n.mu.Lock()
-	if v, ok := n.own.Landed(); ok && n.sess == nil && n.entry.Local {
+	if v, ok := n.own.Landed(); ok && n.unlinked && n.sess == nil && n.entry.Local {
 		n.entry.Local, n.entry.Version, n.base = false, v, v
 	}
 	e, gone := n.entry, n.unlinked

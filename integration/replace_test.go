@@ -253,3 +253,51 @@ func TestRenameOfAnUploadedFileOverAWrittenOne(t *testing.T) {
 		t.Fatalf("the name read %d bytes starting %q, want the renamed file's %d bytes of B", len(got), string(got[:min(len(got), 8)]), len(want))
 	}
 }
+
+// TestRewriteThroughTheNameReachesAHeldFile: a file written here and
+// uploaded is held by a process (an O_PATH descriptor), the kernel looks
+// its name up again (after `strata refresh` drops its entry), and the
+// file is rewritten through the name. On local disk that is one file: the
+// held descriptor reopens to the new bytes, and the inode number does not
+// change. Through the mount the lookup numbered the file from its bucket
+// version, so the kernel got a second inode for it, and the held one read
+// the bytes before the rewrite.
+func TestRewriteThroughTheNameReachesAHeldFile(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	m := startMount(t, srv, srv.source(bucket, ""), "")
+	target := filepath.Join(m.dir, "log.txt")
+	if err := os.WriteFile(target, []byte(strings.Repeat("1", 3000)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	fd, err := unix.Open(target, unix.O_PATH, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	var before, after unix.Stat_t
+	if err := unix.Fstat(fd, &before); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, err := runStrata(t, srv, "refresh", m.dir, "log.txt"); err != nil {
+		t.Fatalf("strata refresh: %v: %s", err, errOut)
+	}
+	if err := unix.Stat(target, &after); err != nil {
+		t.Fatal(err)
+	}
+	if after.Ino != before.Ino {
+		t.Errorf("the uploaded file is inode %d when looked up again, it was created as %d", after.Ino, before.Ino)
+	}
+	want := strings.Repeat("2", 2000)
+	if err := os.WriteFile(target, []byte(want), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", fd))
+	if err != nil {
+		t.Fatalf("reopening the held file: %v", err)
+	}
+	if string(got) != want {
+		t.Fatalf("the held file read %d bytes starting %q, want the rewrite's %d bytes of 2", len(got), string(got[:min(len(got), 8)]), len(want))
+	}
+}
