@@ -5,8 +5,9 @@
 //
 // Identity: a directory node is its key prefix; a file node is one version
 // of one key (its inode number hashes key and version; a file written here
-// keeps its node's number while its content is local, through renames, so
-// a lookup of its new name finds the same inode: fileIno). When an object
+// keeps its node's number through renames and after its upload, while the
+// node stands for the key, so a lookup finds the same inode: fileIno).
+// When an object
 // changes in the bucket, the next lookup after the metadata TTL (or after
 // Refresh, which also invalidates the kernel's entry) returns a new
 // inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of the
@@ -37,10 +38,10 @@
 // not dying of a signal (owner.go says how processes are told apart); a
 // session with a failed write is never uploaded and is kept aside. Once
 // committed, the content belongs to the writeback manager, found by key:
-// reads ask it (Manager.Content) until the upload is complete (then the
-// node reads the version its own upload created, whatever its key holds
-// by then; a node whose name an unlink or a rename took reads what it
-// held then, never the name's new content: fileNode.content), and the
+// reads ask it (Manager.Content) until the upload is complete (a node
+// whose name an unlink or a rename took reads what it held then, or the
+// version its own upload created, never the name's new content:
+// fileNode.content, refresh), and the
 // manager, not fs, moves the namespace (cache/meta) from the local entry
 // to the bucket's version, before it lets go of the content. Nothing below
 // fs calls back into it. Create, mkdir, unlink, rmdir and rename map onto
