@@ -174,11 +174,16 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 		m.mu.Lock()
 		renamed, cancelled := j.requeue, errors.Is(j.dropped, errCancelled)
 		j.landed = !renamed && !cancelled
+		replaced := m.replacedLocked(r.Key, j)
 		m.mu.Unlock()
 		if renamed || cancelled {
 			// Renamed or deleted while the upload ran, and it landed
-			// anyway: take it back down from the name it went up as.
-			if m.del != nil {
+			// anyway: take it back down from the name it went up as,
+			// unless another file was renamed to that name meanwhile:
+			// its upload replaces this object, and the name is never
+			// missing from the bucket in between (a rename over a file
+			// is atomic for the bucket's other readers too).
+			if m.del != nil && !replaced {
 				if derr := m.del.Delete(m.ctx, r.Key); derr != nil {
 					m.log.Warn("writeback: removing an upload overtaken by a rename or delete", "key", r.Key, "err", derr)
 				}
@@ -205,6 +210,20 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 		m.names.Upsert(dir, meta.Entry{Name: name, Size: r.Size, MTime: r.MTime, Version: info.Version})
 	}
 	m.finish(j, r, info, err)
+}
+
+// replacedLocked reports whether key has an upload, other than j, of a
+// file renamed to it: one not conditional on anything the key holds
+// (Rekey clears the condition), which overwrites whatever object is
+// there. A new file's create-only upload does not count: the object must
+// go first. Caller holds m.mu.
+func (m *Manager) replacedLocked(key string, j *Job) bool {
+	for _, k := range m.byKey[key] {
+		if k != j && k.dropped == nil && k.rec.BaseVersion == "" {
+			return true
+		}
+	}
+	return false
 }
 
 // complete makes the uploaded file the cached copy of its new version and

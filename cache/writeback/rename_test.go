@@ -178,3 +178,51 @@ func TestRenamedUploadInFlightHoldsItsOldKey(t *testing.T) {
 		t.Errorf("target = %q (present %v), want the first file", got, ok)
 	}
 }
+
+// TestRenameOverAnUploadInFlightKeepsTheName: a file whose upload is in
+// flight (its object already in the bucket, the answer not back) is
+// replaced by a rename of a pending file over it (write-temporary-then-
+// rename, while the previous version uploads). The overtaken upload used
+// to be taken back down when its answer came, leaving the bucket without
+// the name until the new file's upload landed: a reader of the bucket
+// found no file where a rename over it should have kept one at every
+// moment. The new upload replaces it instead.
+func TestRenameOverAnUploadInFlightKeepsTheName(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := newBucket()
+	b.landed = make(chan struct{})
+	e := openEnv(t, b, b, "", func(o *Options) { o.Mode, o.Delay = Async, time.Hour })
+	old, repl := []byte("the version uploading"), []byte("the file renamed over it")
+	j1, err := e.m.Commit(ctx, "state", e.stageAt(t, "state", old), backend.VersionAbsent, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = e.m.WaitKey(ctx, "state") }() // an fsync: starts it now
+	for b.puts.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := e.m.Commit(ctx, "tmp", e.stageAt(t, "tmp", repl), backend.VersionAbsent, 1); err != nil {
+		t.Fatal(err)
+	}
+	e.m.Cancel("state") // the rename over it, as fs does it
+	if _, err := e.m.Rekey("tmp", "state", ""); err != nil {
+		t.Fatal(err)
+	}
+	close(b.landed)
+	_ = j1.Wait(ctx)
+	if got, ok := b.get("state"); !ok {
+		t.Fatal("the bucket has no object under the name while the file renamed over it waits to upload")
+	} else if !bytes.Equal(got, old) {
+		t.Fatalf("state = %q before the new upload", got)
+	}
+	if err := e.m.WaitKey(ctx, "state"); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := b.get("state"); !ok || !bytes.Equal(got, repl) {
+		t.Fatalf("state = %q (present %v), want the renamed file", got, ok)
+	}
+	if _, ok := b.get("tmp"); ok {
+		t.Fatal("the temporary name reached the bucket")
+	}
+}
