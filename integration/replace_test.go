@@ -119,11 +119,7 @@ func TestReopenOfAReplacedFileReadsItsOwnBytes(t *testing.T) {
 			if _, errOut, err := runStrata(t, srv, "sync", m.dir); err != nil {
 				t.Fatalf("strata sync: %v: %s", err, errOut)
 			}
-			fd, err := unix.Open(target, unix.O_PATH, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer unix.Close(fd)
+			fd := holdFile(t, target)
 			tmp := target + ".tmp"
 			if err := os.WriteFile(tmp, []byte(repl), 0o644); err != nil {
 				t.Fatal(err)
@@ -136,13 +132,7 @@ func TestReopenOfAReplacedFileReadsItsOwnBytes(t *testing.T) {
 					t.Fatalf("strata sync: %v: %s", err, errOut)
 				}
 			}
-			got, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", fd))
-			if err != nil {
-				t.Fatalf("reopening the replaced file: %v", err)
-			}
-			if string(got) != old {
-				t.Fatalf("the replaced file read %d bytes starting %q, want its own %d bytes of A", len(got), string(got[:min(len(got), 8)]), len(old))
-			}
+			wantBytes(t, "the replaced file", readHeld(t, fd), old)
 			if got, err := os.ReadFile(target); err != nil || string(got) != repl {
 				t.Fatalf("the name reads %d bytes (%v), want the new file's", len(got), err)
 			}
@@ -159,7 +149,7 @@ func TestReopenOfAReplacedFileReadsItsOwnBytes(t *testing.T) {
 // upload. A rename over the name then cancelled that upload through the
 // second inode, and a process holding the first (open, or looked up and
 // about to open) read ESTALE or a size and bytes from different files:
-// README's async known gap, 1 read of 200 in TestReaderRacingARenameOverTheFile.
+// the async remainder of TestReaderRacingARenameOverTheFile (1 read of 200).
 func TestRenamedFileKeepsItsInode(t *testing.T) {
 	requireFUSE(t)
 	srv := startMinIO(t)
@@ -170,11 +160,7 @@ func TestRenamedFileKeepsItsInode(t *testing.T) {
 	if err := os.WriteFile(tmp, []byte(mine), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := unix.Open(tmp, unix.O_PATH, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
+	fd := holdFile(t, tmp)
 	var before unix.Stat_t
 	if err := unix.Fstat(fd, &before); err != nil {
 		t.Fatal(err)
@@ -198,13 +184,7 @@ func TestRenamedFileKeepsItsInode(t *testing.T) {
 	if err := os.Rename(tmp, target); err != nil {
 		t.Fatal(err)
 	}
-	got, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", fd))
-	if err != nil {
-		t.Fatalf("reopening the replaced file: %v", err)
-	}
-	if string(got) != mine {
-		t.Fatalf("the replaced file read %d bytes starting %q, want its own %d bytes of B", len(got), string(got[:min(len(got), 8)]), len(mine))
-	}
+	wantBytes(t, "the replaced file", readHeld(t, fd), mine)
 }
 
 // TestRenameOfAnUploadedFileOverAWrittenOne: with --upload async, a file
@@ -249,9 +229,7 @@ func TestRenameOfAnUploadedFileOverAWrittenOne(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the name after the rename: %v", err)
 	}
-	if string(got) != want {
-		t.Fatalf("the name read %d bytes starting %q, want the renamed file's %d bytes of B", len(got), string(got[:min(len(got), 8)]), len(want))
-	}
+	wantBytes(t, "the name", string(got), want)
 }
 
 // TestRewriteThroughTheNameReachesAHeldFile: a file written here and
@@ -271,11 +249,7 @@ func TestRewriteThroughTheNameReachesAHeldFile(t *testing.T) {
 	if err := os.WriteFile(target, []byte(strings.Repeat("1", 3000)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	fd, err := unix.Open(target, unix.O_PATH, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer unix.Close(fd)
+	fd := holdFile(t, target)
 	var before, after unix.Stat_t
 	if err := unix.Fstat(fd, &before); err != nil {
 		t.Fatal(err)
@@ -293,11 +267,35 @@ func TestRewriteThroughTheNameReachesAHeldFile(t *testing.T) {
 	if err := os.WriteFile(target, []byte(want), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	wantBytes(t, "the held file", readHeld(t, fd), want)
+}
+
+// holdFile opens path with O_PATH: the process holds the file (a lookup)
+// without opening it. Closed at the end of the test.
+func holdFile(t *testing.T, path string) int {
+	t.Helper()
+	fd, err := unix.Open(path, unix.O_PATH, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { unix.Close(fd) })
+	return fd
+}
+
+// readHeld opens the file fd holds, through /proc/self/fd, and reads it.
+func readHeld(t *testing.T, fd int) string {
+	t.Helper()
 	got, err := os.ReadFile(fmt.Sprintf("/proc/self/fd/%d", fd))
 	if err != nil {
 		t.Fatalf("reopening the held file: %v", err)
 	}
-	if string(got) != want {
-		t.Fatalf("the held file read %d bytes starting %q, want the rewrite's %d bytes of 2", len(got), string(got[:min(len(got), 8)]), len(want))
+	return string(got)
+}
+
+// wantBytes fails t unless got (a file of one repeated byte) is want.
+func wantBytes(t *testing.T, what, got, want string) {
+	t.Helper()
+	if got != want {
+		t.Fatalf("%s read %d bytes starting %q, want %d bytes of %q", what, len(got), got[:min(len(got), 8)], len(want), want[:1])
 	}
 }
