@@ -14,11 +14,7 @@
 // commit supersedes an older one not yet uploaded (last close wins). A key
 // is also busy while an attempt writes it for a job renamed away since
 // (Manager.inFlight): that attempt may still land there and be taken back
-// down, so a new file under the old name waits for it to end. An attempt
-// overtaken by a rename or delete is taken down whether it answered or
-// its answer was lost to the cancellation (overtakenLanded), unless a
-// file renamed to the name waits to replace it (replacedLocked: the name
-// never goes missing from the bucket under a rename over it). The
+// down, so a new file under the old name waits for it to end. The
 // newer one holds the older one's bytes (its session was staged from
 // them), so a sync close of a superseded commit returns with the newer
 // upload (Job.successor, waitSuccessor).
