@@ -104,28 +104,3 @@ func (m *Manager) supersededLanded(j *Job, r index.UploadRecord, path string) {
 	m.landedLocked(r, landed.Version)
 	m.mu.Unlock()
 }
-
-// overtakenLanded handles an attempt of j cancelled because its file was
-// renamed or deleted meanwhile: its request may have reached the bucket
-// all the same (the whole body sent, the answer lost to the
-// cancellation). If the old name holds j's bytes, they are taken down, as
-// an overtaken upload that answered is (upload), unless a file renamed to
-// that name waits to replace them. An object stored after this look (the
-// bucket still busy with the request) is not seen: the window is the
-// request's last moment, not its whole length.
-func (m *Manager) overtakenLanded(j *Job, r index.UploadRecord, path string) {
-	m.mu.Lock()
-	overtaken := j.requeue || errors.Is(j.dropped, errCancelled)
-	replaced := m.replacedLocked(r.Key, j)
-	m.mu.Unlock()
-	if !overtaken || replaced || m.del == nil {
-		return
-	}
-	if _, same, err := m.landedEarlier(m.ctx, r.Key, path, r.Size); err != nil || !same {
-		return
-	}
-	m.log.Info("writeback: an upload overtaken by a rename or delete landed before its cancellation; taking it down", "key", r.Key)
-	if err := m.del.Delete(m.ctx, r.Key); err != nil {
-		m.log.Warn("writeback: removing an upload overtaken by a rename or delete", "key", r.Key, "err", err)
-	}
-}

@@ -169,7 +169,6 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 	}
 	if err != nil && ctx.Err() != nil {
 		m.supersededLanded(j, r, path)
-		m.overtakenLanded(j, r, path)
 	}
 	if err == nil {
 		m.mu.Lock()
