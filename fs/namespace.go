@@ -377,6 +377,15 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if src.Dir {
 		return f.renameDir(ctx, d, name, nd, newName, exists)
 	}
+	// Journaled first (a crash midway is finished by the next mount), and
+	// before the replaced file's uploads are cancelled: one that lands
+	// meanwhile stays for the renamed file to replace, so the name is
+	// never missing from the bucket.
+	mv, err := f.wb.BeginMove(d.key.get()+name, nd.key.get()+newName, false)
+	if err != nil {
+		return toErrno(err)
+	}
+	defer mv.Done()
 	if exists { // the file being replaced uploads nothing any more
 		for _, n := range f.replaced(nd, newName) {
 			n.markUnlinked()
@@ -390,5 +399,5 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if n == nil {
 		n = newFileNode(f, d.key.get()+name, src)
 	}
-	return toErrno(f.renameFile(ctx, n, d.key.get(), name, nd.key.get(), newName))
+	return toErrno(f.moveFile(ctx, n, d.key.get(), name, nd.key.get(), newName))
 }

@@ -15,22 +15,12 @@ import (
 	"github.com/stratafs/strata/cache/meta"
 )
 
-// renameFile moves one file. Content not yet in the bucket (a write
-// session or a pending upload) simply changes the name it will go up as;
-// content in the bucket is copied server-side (the destination appears
-// whole, atomically) and the old name deleted, and its cached copy is
-// carried over so the new name reads without a GET.
-func (f *FS) renameFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir, newName string) error {
-	// Journaled first: a crash midway is finished by the next mount.
-	mv, err := f.wb.BeginMove(oldDir+oldName, newDir+newName, false)
-	if err != nil {
-		return err
-	}
-	defer mv.Done()
-	return f.moveFile(ctx, n, oldDir, oldName, newDir, newName)
-}
-
-// moveFile is renameFile inside a journaled rename.
+// moveFile moves one file, inside a journaled rename (Rename's
+// BeginMove). Content not yet in the bucket (a write session or a pending
+// upload) simply changes the name it will go up as; content in the
+// bucket is copied server-side (the destination appears whole,
+// atomically) and the old name deleted, and its cached copy is carried
+// over so the new name reads without a GET.
 func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir, newName string) error {
 	oldKey, newKey := oldDir+oldName, newDir+newName
 	local, unsent, err := f.moveLocal(n, oldKey, newKey)

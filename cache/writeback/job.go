@@ -212,12 +212,16 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 	m.finish(j, r, info, err)
 }
 
-// replacedLocked reports whether key has an upload, other than j, of a
-// file renamed to it: one not conditional on anything the key holds
-// (Rekey clears the condition), which overwrites whatever object is
-// there. A new file's create-only upload does not count: the object must
-// go first. Caller holds m.mu.
+// replacedLocked reports whether a file is being renamed to key
+// (BeginMove: its upload, or a server-side copy, will replace whatever
+// object is there), or was: key has an upload, other than j, not
+// conditional on anything the key holds (Rekey clears the condition). A
+// new file's create-only upload does not count: the object must go
+// first. Caller holds m.mu.
 func (m *Manager) replacedLocked(key string, j *Job) bool {
+	if m.moving[key] > 0 {
+		return true
+	}
 	for _, k := range m.byKey[key] {
 		if k != j && k.dropped == nil && k.rec.BaseVersion == "" {
 			return true

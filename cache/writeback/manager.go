@@ -100,6 +100,9 @@ type Manager struct {
 	// renamed mid-upload moves to its new key, but its attempt still
 	// writes, and may take back down, the old one until it ends.
 	inFlight map[string]int
+	// moving counts the file renames under way by their new key
+	// (BeginMove to Done).
+	moving map[string]int
 	// A probe of a backend that failed uploads (retry.go).
 	probing   bool
 	lastProbe time.Time
@@ -129,7 +132,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, names: names, log: opts.Logger,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, inFlight: map[string]int{}, kept: map[string]*keptWrite{},
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, inFlight: map[string]int{}, moving: map[string]int{}, kept: map[string]*keptWrite{},
 		open: map[*Staging]struct{}{}, dirs: map[string]*dirActivity{}, movesDone: make(chan struct{}), eagers: map[*eagerUpload]struct{}{},
 	}
 	m.del, _ = be.(backend.Deleter)

@@ -24,6 +24,7 @@ import (
 type Move struct {
 	m   *Manager
 	seq uint64
+	to  string // a file's new key ("" for a directory's prefix)
 }
 
 // BeginMove journals the rename of from to to (every key under from, when
@@ -34,12 +35,28 @@ func (m *Manager) BeginMove(from, to string, prefix bool) (*Move, error) {
 	if err != nil {
 		return nil, fmt.Errorf("writeback: journal rename %s: %w", from, err)
 	}
-	return &Move{m: m, seq: seq}, nil
+	mv := &Move{m: m, seq: seq}
+	if !prefix {
+		// An upload of to overtaken by this rename leaves its object for
+		// the renamed file to replace (replacedLocked).
+		mv.to = to
+		m.mu.Lock()
+		m.moving[to]++
+		m.mu.Unlock()
+	}
+	return mv, nil
 }
 
 // Done ends the rename: the bucket holds its result, or the caller
 // reported its failure and the next mount must not redo it.
 func (mv *Move) Done() {
+	if mv.to != "" {
+		mv.m.mu.Lock()
+		if mv.m.moving[mv.to]--; mv.m.moving[mv.to] <= 0 {
+			delete(mv.m.moving, mv.to)
+		}
+		mv.m.mu.Unlock()
+	}
 	if err := mv.m.ix.DeleteMove(mv.seq); err != nil {
 		mv.m.log.Error("writeback: removing a finished rename from the journal failed; the next mount repeats it", "err", err)
 	}

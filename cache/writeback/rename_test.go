@@ -186,7 +186,9 @@ func TestRenamedUploadInFlightHoldsItsOldKey(t *testing.T) {
 // to be taken back down when its answer came, leaving the bucket without
 // the name until the new file's upload landed: a reader of the bucket
 // found no file where a rename over it should have kept one at every
-// moment. The new upload replaces it instead.
+// moment. The new upload replaces it instead, also when the overtaken
+// one answers before the renamed file's upload is moved to the name (a
+// rename under way: BeginMove).
 func TestRenameOverAnUploadInFlightKeepsTheName(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -205,12 +207,21 @@ func TestRenameOverAnUploadInFlightKeepsTheName(t *testing.T) {
 	if _, err := e.m.Commit(ctx, "tmp", e.stageAt(t, "tmp", repl), backend.VersionAbsent, 1); err != nil {
 		t.Fatal(err)
 	}
-	e.m.Cancel("state") // the rename over it, as fs does it
+	// The rename over it, as fs does it: journaled, the replaced file's
+	// uploads cancelled, the renamed file's moved. The overtaken upload
+	// answers between the two (the harder order: nothing waits under the
+	// name yet), and is checked after both.
+	mv, err := e.m.BeginMove("tmp", "state", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m.Cancel("state")
+	close(b.landed)
+	_ = j1.Wait(ctx)
 	if _, err := e.m.Rekey("tmp", "state", ""); err != nil {
 		t.Fatal(err)
 	}
-	close(b.landed)
-	_ = j1.Wait(ctx)
+	mv.Done()
 	if got, ok := b.get("state"); !ok {
 		t.Fatal("the bucket has no object under the name while the file renamed over it waits to upload")
 	} else if !bytes.Equal(got, old) {
