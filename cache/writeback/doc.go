@@ -14,7 +14,11 @@
 // commit supersedes an older one not yet uploaded (last close wins). A key
 // is also busy while an attempt writes it for a job renamed away since
 // (Manager.inFlight): that attempt may still land there and be taken back
-// down, so a new file under the old name waits for it to end. The
+// down, so a new file under the old name waits for it to end. An upload
+// overtaken by a rename over its file is not taken down when a file is
+// being renamed to the name (BeginMove to Done) or waits to upload there:
+// that one replaces it, and the name is never missing from the bucket
+// (replacedLocked). The
 // newer one holds the older one's bytes (its session was staged from
 // them), so a sync close of a superseded commit returns with the newer
 // upload (Job.successor, waitSuccessor).
