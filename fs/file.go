@@ -49,8 +49,9 @@ type fileNode struct {
 	last *writeback.Job
 	// own is the upload of the latest commit, whatever it follows (a
 	// rename clears last, not own): once it has landed, its version is
-	// this node's content, whatever its name holds (see refresh). Cleared
-	// when the node's key changes without its upload moving along.
+	// what the node reads after its name is gone (refresh), and a lookup
+	// of its key that finds that version finds this node (fileIno).
+	// Cleared when the node's key changes without its upload moving along.
 	own      *writeback.Job
 	sess     *writeback.Staging // open write session, if any
 	dirty    bool               // sess has writes not yet committed
