@@ -147,6 +147,15 @@ type PutOptions struct {
 	PartSize int64
 	// Concurrency is the number of parts in flight; 0 lets the backend choose.
 	Concurrency int
+	// Stop, once closed, gives the upload up (ErrStopped, nothing appears)
+	// if the request that would make the object visible (a one-request
+	// put, a multipart completion, a resumable upload's last chunk) has
+	// not been sent. Once it has, Put waits for its answer (ctx still
+	// bounds the wait), so that the result says whether the object
+	// appeared: a request cancelled after it was sent can still take
+	// effect, and its caller would not know to take it back. nil never
+	// stops.
+	Stop <-chan struct{}
 }
 
 // Writer is implemented by backends that accept uploads. An object

@@ -80,6 +80,7 @@ func Run(t *testing.T, h Harness) {
 		return
 	}
 	t.Run("Put", func(t *testing.T) { testPut(t, h) })
+	t.Run("PutStop", func(t *testing.T) { testStop(t, h) })
 	t.Run("Copy", func(t *testing.T) { testCopy(t, h) })
 	t.Run("Delete", func(t *testing.T) { testDelete(t, h) })
 }

@@ -79,7 +79,7 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 	// Uploads retry outside the library's attempt limit (it retries them
 	// until the context ends): bound them here, per stretch without
 	// progress.
-	ur := &uploadRetry{max: b.opt.MaxAttempts, deadline: b.opt.RetryDeadline}
+	ur := &uploadRetry{max: b.opt.MaxAttempts, deadline: b.opt.RetryDeadline, stop: opt.Stop}
 	obj = obj.Retryer(storage.WithErrorFunc(ur.shouldRetry))
 	wctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -91,10 +91,16 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 	w.ChunkRetryDeadline = b.opt.RetryDeadline
 	w.ChunkTransferTimeout = b.opt.RequestTimeout + time.Duration(chunk/minThroughput)*time.Second
 
+	// opt.Stop cancels the session while the chunks before the last are
+	// sent, never the request that finalizes it (w.Close).
+	watched := watchStop(wctx, opt.Stop, cancel)
 	crc := crc32.New(castagnoli)
 	copied, err := io.CopyBuffer(io.MultiWriter(w, crc), io.NewSectionReader(r, 0, size), make([]byte, copyBufSize))
 	if err == nil && copied != size {
 		err = fmt.Errorf("source ended after %d of %d bytes: %w", copied, size, io.ErrUnexpectedEOF)
+	}
+	if stopped := watched(); stopped {
+		err = fmt.Errorf("gcs: put %s: %w", key, backend.ErrStopped)
 	}
 	if err == nil {
 		err = ctx.Err() // cancelled after the last write: do not finalize
@@ -124,11 +130,37 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 	return info(w.Attrs()), nil
 }
 
+// watchStop cancels the upload (cancel) when stop closes, until the
+// returned function is called; that one reports whether stop closed
+// before it, so that the caller does not finalize.
+func watchStop(ctx context.Context, stop <-chan struct{}, cancel context.CancelFunc) func() bool {
+	if stop == nil {
+		return func() bool { return false }
+	}
+	end, ended := make(chan struct{}), make(chan bool, 1)
+	go func() {
+		select {
+		case <-stop:
+			cancel()
+			ended <- true
+		case <-end:
+			ended <- false
+		case <-ctx.Done():
+			ended <- backend.Stopped(stop)
+		}
+	}()
+	return func() bool {
+		close(end)
+		return <-ended || backend.Stopped(stop)
+	}
+}
+
 // uploadRetry bounds the retries of one upload: at most max attempts and
 // deadline of time since the last chunk that went through.
 type uploadRetry struct {
 	max      int
 	deadline time.Duration
+	stop     <-chan struct{} // PutOptions.Stop: no retry once closed
 
 	mu       sync.Mutex
 	failures int
@@ -137,7 +169,7 @@ type uploadRetry struct {
 }
 
 func (u *uploadRetry) shouldRetry(err error) bool {
-	if !shouldRetry(err) {
+	if !shouldRetry(err) || backend.Stopped(u.stop) {
 		return false
 	}
 	u.mu.Lock()

@@ -35,7 +35,15 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 		return backend.ObjectInfo{}, fmt.Errorf("local: put %q: negative size %d", key, size)
 	}
 	return b.write(ctx, "put", key, opt.IfVersion, func(tmp *os.File) error {
-		return copyFromReaderAt(ctx, tmp, r, size)
+		// The rename that publishes the object follows at once: a stop
+		// counts until the bytes are in.
+		cctx, cancel := backend.WithStop(ctx, opt.Stop)
+		defer cancel()
+		err := copyFromReaderAt(cctx, tmp, r, size)
+		if backend.Stopped(opt.Stop) {
+			return backend.ErrStopped
+		}
+		return err
 	})
 }
 

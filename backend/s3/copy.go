@@ -111,7 +111,7 @@ func (b *Backend) copyMultipart(ctx context.Context, src, dst string, info backe
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}
-	etag, err := b.complete(ctx, dst, id, parts, info.Size, "")
+	etag, err := b.complete(ctx, dst, id, parts, info.Size, "", nil)
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}

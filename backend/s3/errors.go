@@ -188,3 +188,32 @@ func withTimeout(d time.Duration, stream bool) func(*s3.Options) {
 		})
 	}
 }
+
+// stopGate refuses to send another attempt of an upload's last request
+// once the upload is stopped (PutOptions.Stop): an attempt already sent is
+// answered, but no retry goes out after the stop. ErrStopped is not
+// retryable.
+type stopGate struct{ stop <-chan struct{} }
+
+func (stopGate) ID() string { return "StrataStopGate" }
+
+func (g stopGate) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
+	middleware.FinalizeOutput, middleware.Metadata, error,
+) {
+	if backend.Stopped(g.stop) {
+		return middleware.FinalizeOutput{}, middleware.Metadata{}, backend.ErrStopped
+	}
+	return next.HandleFinalize(ctx, in)
+}
+
+// withStopGate puts a stopGate in every attempt of one operation.
+func withStopGate(stop <-chan struct{}) func(*s3.Options) {
+	return func(o *s3.Options) {
+		if stop == nil {
+			return
+		}
+		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			return s.Finalize.Insert(stopGate{stop: stop}, "Retry", middleware.After)
+		})
+	}
+}

@@ -71,7 +71,7 @@ func (u *partUpload) Complete(ctx context.Context, tags []string, size int64, if
 	if err := u.b.precheck(ctx, u.key, ifVersion); err != nil {
 		return backend.ObjectInfo{}, err
 	}
-	etag, err := u.b.complete(ctx, u.key, u.id, parts, size, ifVersion)
+	etag, err := u.b.complete(ctx, u.key, u.id, parts, size, ifVersion, nil)
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}

@@ -47,13 +47,16 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 		threshold = min(threshold, partSize)
 	}
 	if size <= threshold && size <= maxSinglePut {
-		return b.putSingle(ctx, key, r, size, opt.IfVersion)
+		if backend.Stopped(opt.Stop) {
+			return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: %w", key, backend.ErrStopped)
+		}
+		return b.putSingle(ctx, key, r, size, opt.IfVersion, opt.Stop)
 	}
 	conc := opt.Concurrency
 	if conc <= 0 {
 		conc = b.opt.UploadConcurrency
 	}
-	return b.putMultipart(ctx, key, r, size, partSize, conc, opt.IfVersion)
+	return b.putMultipart(ctx, key, r, size, partSize, conc, opt)
 }
 
 // conditions returns the If-Match / If-None-Match values for ifVersion.
@@ -78,7 +81,7 @@ func putErr(op, key, ifVersion string, err error) error {
 	return wrapErr(op, key, s, err)
 }
 
-func (b *Backend) putSingle(ctx context.Context, key string, r io.ReaderAt, size int64, ifVersion string) (backend.ObjectInfo, error) {
+func (b *Backend) putSingle(ctx context.Context, key string, r io.ReaderAt, size int64, ifVersion string, stop <-chan struct{}) (backend.ObjectInfo, error) {
 	ifMatch, ifNoneMatch := conditions(ifVersion)
 	out, err := b.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        &b.bucket,
@@ -87,7 +90,7 @@ func (b *Backend) putSingle(ctx context.Context, key string, r io.ReaderAt, size
 		ContentLength: aws.Int64(size),
 		IfMatch:       ifMatch,
 		IfNoneMatch:   ifNoneMatch,
-	}, b.xferTimeout())
+	}, b.xferTimeout(), withStopGate(stop))
 	if err != nil {
 		return backend.ObjectInfo{}, putErr("put", key, ifVersion, err)
 	}
@@ -105,7 +108,10 @@ func (b *Backend) written(ctx context.Context, key string, size int64, etag stri
 	return info
 }
 
-func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, size, partSize int64, conc int, ifVersion string) (backend.ObjectInfo, error) {
+// putMultipart sends the parts under opt.Stop and the completion without
+// it (see PutOptions.Stop).
+func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, size, partSize int64, conc int, opt backend.PutOptions) (backend.ObjectInfo, error) {
+	ifVersion := opt.IfVersion
 	if err := b.precheck(ctx, key, ifVersion); err != nil {
 		return backend.ObjectInfo{}, err
 	}
@@ -121,7 +127,9 @@ func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, s
 		}
 	}()
 	nParts := int((size + partSize - 1) / partSize)
-	parts, err := b.runParts(ctx, nParts, conc, func(ctx context.Context, i int) (string, error) {
+	pctx, stopParts := backend.WithStop(ctx, opt.Stop)
+	defer stopParts()
+	parts, err := b.runParts(pctx, nParts, conc, func(ctx context.Context, i int) (string, error) {
 		off := int64(i) * partSize
 		n := min(partSize, size-off)
 		out, err := b.client.UploadPart(ctx, &s3.UploadPartInput{
@@ -135,10 +143,13 @@ func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, s
 		}
 		return aws.ToString(out.ETag), nil
 	})
+	if backend.Stopped(opt.Stop) { // whatever the parts answered
+		err = fmt.Errorf("s3: put %s: %w", key, backend.ErrStopped)
+	}
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}
-	etag, err := b.complete(ctx, key, id, parts, size, ifVersion)
+	etag, err := b.complete(ctx, key, id, parts, size, ifVersion, opt.Stop)
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}
@@ -211,19 +222,20 @@ func (b *Backend) runParts(ctx context.Context, n, conc int, part func(context.C
 // accepted if it is there with the ETag these parts produce (an MD5 of
 // their MD5s, which another writer's object has only if it holds the
 // same bytes in the same parts) and size bytes.
-func (b *Backend) complete(ctx context.Context, key, id string, parts []types.CompletedPart, size int64, ifVersion string) (string, error) {
+func (b *Backend) complete(ctx context.Context, key, id string, parts []types.CompletedPart, size int64, ifVersion string, stop <-chan struct{}) (string, error) {
 	ifMatch, ifNoneMatch := conditions(ifVersion)
 	out, err := b.client.CompleteMultipartUpload(ctx, &s3.CompleteMultipartUploadInput{
 		Bucket: &b.bucket, Key: &key, UploadId: &id,
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 		IfMatch:         ifMatch,
 		IfNoneMatch:     ifNoneMatch,
-	}, b.xferTimeout())
+	}, b.xferTimeout(), withStopGate(stop))
 	if err == nil {
 		return trimETag(out.ETag), nil
 	}
 	if s := classify(err); ctx.Err() == nil &&
-		(errorCode(err) == "NoSuchUpload" || s == backend.ErrUnavailable || s == backend.ErrPreconditionFailed) {
+		(errorCode(err) == "NoSuchUpload" || s == backend.ErrUnavailable || s == backend.ErrPreconditionFailed ||
+			errors.Is(err, backend.ErrStopped)) { // a retry refused after an attempt that may have landed
 		if want := multipartETag(parts); want != "" {
 			if info, herr := b.head(ctx, "put", key, want); herr == nil && info.Size == size {
 				return info.Version, nil

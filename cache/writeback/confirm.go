@@ -9,7 +9,6 @@ import (
 	"os"
 
 	"github.com/stratafs/strata/backend"
-	"github.com/stratafs/strata/cache/index"
 )
 
 // A conditional upload can fail because of itself: an earlier attempt
@@ -75,32 +74,4 @@ func sameBytes(a, b io.Reader) (bool, error) {
 			return endA && endB, nil
 		}
 	}
-}
-
-// supersededLanded handles an attempt of j cancelled because a newer
-// commit superseded it: its request may have reached the bucket all the
-// same (the answer lost to the cancellation). If the bucket holds j's
-// bytes, the uploads that follow j are made conditional on that version,
-// as if j had landed: otherwise they take our own object for another
-// node's and fail as a conflict, leaving the older close in the bucket.
-func (m *Manager) supersededLanded(j *Job, r index.UploadRecord, path string) {
-	m.mu.Lock()
-	follower := false
-	if errors.Is(j.dropped, errSuperseded) {
-		for _, k := range m.byKey[r.Key] {
-			follower = follower || (k != j && k.rec.Follows && k.rec.BaseVersion == r.BaseVersion)
-		}
-	}
-	m.mu.Unlock()
-	if !follower {
-		return
-	}
-	landed, same, err := m.landedEarlier(m.ctx, r.Key, path, r.Size)
-	if err != nil || !same {
-		return
-	}
-	m.log.Info("writeback: a superseded upload landed before its cancellation; the newer one follows it", "key", r.Key)
-	m.mu.Lock()
-	m.landedLocked(r, landed.Version)
-	m.mu.Unlock()
 }

@@ -11,7 +11,12 @@
 // back costs no GET.
 //
 // Uploads of one key run in the order they were committed, and a newer
-// commit supersedes an older one not yet uploaded (last close wins). A key
+// commit supersedes an older one not yet uploaded (last close wins). A
+// rename, a delete or a newer commit stops an attempt in flight only
+// before its last request is sent (backend.PutOptions.Stop); after that
+// the attempt waits for the answer, and an object that landed where it
+// no longer belongs is taken back down: a cancelled request can still
+// reach the bucket, unknown to anyone. A key
 // is also busy while an attempt writes it for a job renamed away since
 // (Manager.inFlight): that attempt may still land there and be taken back
 // down, so a new file under the old name waits for it to end. An upload

@@ -239,7 +239,7 @@ func (e *eagerUpload) send(i int, gen uint64) {
 // ifVersion: the parts not sent, or changed since, are sent now. No more
 // writes come (the file is committed). errNoEager (wrapped): nothing was
 // completed and the upload is given up; upload the file whole.
-func (e *eagerUpload) finish(ctx context.Context, size int64, ifVersion string) (backend.ObjectInfo, int, error) {
+func (e *eagerUpload) finish(ctx context.Context, stop <-chan struct{}, size int64, ifVersion string) (backend.ObjectInfo, int, error) {
 	e.mu.Lock()
 	e.finished = true
 	for e.inflight > 0 {
@@ -265,7 +265,14 @@ func (e *eagerUpload) finish(ctx context.Context, size int64, ifVersion string) 
 		e.abort()
 		return backend.ObjectInfo{}, 0, fmt.Errorf("%w: %v", errNoEager, failed)
 	}
-	if err := e.sendAll(ctx, up, todo, tags, size); err != nil {
+	sctx, cancel := backend.WithStop(ctx, stop)
+	err := e.sendAll(sctx, up, todo, tags, size)
+	cancel()
+	if backend.Stopped(stop) { // before the completion only (see Manager.upload)
+		e.abort()
+		return backend.ObjectInfo{}, 0, backend.ErrStopped
+	}
+	if err != nil {
 		e.abort()
 		return backend.ObjectInfo{}, 0, fmt.Errorf("%w: %w", errNoEager, err)
 	}

@@ -111,10 +111,12 @@ func (b *fakeBucket) ReadRange(ctx context.Context, key, version string, off, n 
 func (b *fakeBucket) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
 	b.puts.Add(1)
 	if b.gate != nil {
-		select {
+		select { // held before it is sent: a stop gives it up
 		case <-b.gate:
 		case <-ctx.Done():
 			return backend.ObjectInfo{}, ctx.Err()
+		case <-opt.Stop:
+			return backend.ObjectInfo{}, backend.ErrStopped
 		}
 	}
 	b.mu.Lock()
@@ -129,6 +131,9 @@ func (b *fakeBucket) Put(ctx context.Context, key string, r io.ReaderAt, size in
 	}
 	if ctx.Err() != nil {
 		return backend.ObjectInfo{}, ctx.Err()
+	}
+	if backend.Stopped(opt.Stop) {
+		return backend.ObjectInfo{}, backend.ErrStopped
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()

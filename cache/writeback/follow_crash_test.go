@@ -11,36 +11,42 @@ import (
 	"github.com/stratafs/strata/cache/index"
 )
 
-// lostAnswerBucket lands its first Put in the bucket, then loses the
-// answer: the call waits for its cancellation and returns it, as a request
-// that had reached the server when a newer commit cancelled it does.
-type lostAnswerBucket struct {
+// lateAnswerBucket lands its first Put in the bucket and answers it only
+// once the upload is stopped: a request that had reached the server when
+// a newer commit stopped it (backend.PutOptions.Stop).
+type lateAnswerBucket struct {
 	*fakeBucket
 	first atomic.Bool
 	began chan struct{} // closed once the first Put has landed
 }
 
-func (b *lostAnswerBucket) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
+func (b *lateAnswerBucket) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
 	if !b.first.CompareAndSwap(false, true) {
 		return b.fakeBucket.Put(ctx, key, r, size, opt)
 	}
-	if _, err := b.fakeBucket.Put(context.Background(), key, r, size, opt); err != nil {
+	stop := opt.Stop
+	opt.Stop = nil
+	info, err := b.fakeBucket.Put(context.Background(), key, r, size, opt)
+	if err != nil {
 		return backend.ObjectInfo{}, err
 	}
 	close(b.began)
-	<-ctx.Done()
-	return backend.ObjectInfo{}, ctx.Err()
+	select {
+	case <-stop:
+		return info, nil
+	case <-ctx.Done():
+		return backend.ObjectInfo{}, ctx.Err()
+	}
 }
 
 // TestSupersededUploadThatLandedAnywayIsFollowed: a rewrite supersedes an
-// upload already under way, whose request lands although its answer is
-// lost to the cancellation. The rewrite, conditional on what the first
+// upload already under way, whose request lands although it was stopped. The rewrite, conditional on what the first
 // upload started from, must not take our own landed upload for another
 // node's object: it goes up, and the bucket holds the newest close.
 func TestSupersededUploadThatLandedAnywayIsFollowed(t *testing.T) {
 	fb := newBucket()
 	fb.objs["k"], fb.vers["k"] = []byte("before"), "v0"
-	b := &lostAnswerBucket{fakeBucket: fb, began: make(chan struct{})}
+	b := &lateAnswerBucket{fakeBucket: fb, began: make(chan struct{})}
 	e := openEnv(t, b, fb, "", func(o *Options) { o.Mode = Async })
 	commitAsync(t, e, "k", []byte("second, superseded"), "v0")
 	<-b.began
@@ -69,7 +75,7 @@ func (b *gatedBucket) Put(ctx context.Context, key string, r io.ReaderAt, size i
 	if b.first.CompareAndSwap(false, true) {
 		close(b.entered)
 		<-b.gate
-		ctx = context.Background()
+		ctx, opt.Stop = context.Background(), nil
 	}
 	return b.fakeBucket.Put(ctx, key, r, size, opt)
 }

@@ -134,9 +134,16 @@ func permanent(err error) bool {
 		errors.Is(err, backend.ErrInvalidRequest)
 }
 
-// upload runs one attempt of a job.
-func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
+// upload runs one attempt of a job. The end of stop (j.cancel: a rename,
+// a delete, a newer commit) gives the attempt up only before its last
+// request is sent (backend.PutOptions.Stop); after that the attempt waits
+// for the answer, so that an object that landed is known, and taken back
+// down below. A cancelled request can still reach the bucket, and then
+// nobody knew it was there. The mount's end (m.ctx) cuts everything: the
+// job stays journaled, and the next mount finds what landed (confirm.go).
+func (m *Manager) upload(stop context.Context, j *Job, r index.UploadRecord) {
 	defer m.wg.Done()
+	ctx := m.ctx
 	path := filepath.Join(m.store.StagingDir(), r.Staging)
 	m.mu.Lock()
 	eager := j.eager
@@ -145,7 +152,7 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 	info, err := backend.ObjectInfo{}, errNoEager
 	if eager != nil && eager.key == r.Key {
 		var early int
-		info, early, err = eager.finish(ctx, r.Size, r.BaseVersion)
+		info, early, err = eager.finish(ctx, stop.Done(), r.Size, r.BaseVersion)
 		if err == nil {
 			m.log.Debug("writeback: uploaded in parts while written", "key", r.Key, "parts_before_close", early)
 		}
@@ -157,6 +164,7 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 		if f, err = os.Open(path); err == nil {
 			info, err = m.w.Put(ctx, r.Key, f, r.Size, backend.PutOptions{
 				IfVersion: r.BaseVersion, PartSize: m.opts.PartSize, Concurrency: m.opts.PartConcurrency,
+				Stop: stop.Done(),
 			})
 			f.Close()
 		}
@@ -166,9 +174,6 @@ func (m *Manager) upload(ctx context.Context, j *Job, r index.UploadRecord) {
 			m.log.Info("writeback: the bucket already holds this upload (an earlier attempt landed)", "key", r.Key)
 			info, err = landed, nil
 		}
-	}
-	if err != nil && ctx.Err() != nil {
-		m.supersededLanded(j, r, path)
 	}
 	if err == nil {
 		m.mu.Lock()
