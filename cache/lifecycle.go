@@ -98,18 +98,37 @@ func (s *Store) retire(id index.ID) {
 // once, the open read through to the bucket and failed with ESTALE.
 const ReplacedGrace = 5 * time.Second
 
+// replacedGrace is ReplacedGrace, shortened by tests.
+var replacedGrace = ReplacedGrace
+
 // replaced retires id, the version of key that newer replaced as its
 // current one, after ReplacedGrace, unless it is current again by then.
 // A Store closed first leaves it to eviction.
+// A version replaced again meanwhile (current again in between: the same
+// bytes saved again have the same ETag) is retired by the last timer
+// only: an earlier one would cut the grace of the last replacement short.
 func (s *Store) replaced(tag index.SrcTag, key string, id index.ID) {
+	s.mu.Lock()
+	s.replacements[id]++
+	s.mu.Unlock()
 	s.wg.Add(1)
 	go func() {
 		defer s.wg.Done()
-		t := time.NewTimer(ReplacedGrace)
+		t := time.NewTimer(replacedGrace)
 		defer t.Stop()
 		select {
 		case <-t.C:
 		case <-s.stop:
+			return
+		}
+		s.mu.Lock()
+		s.replacements[id]--
+		last := s.replacements[id] == 0
+		if last {
+			delete(s.replacements, id)
+		}
+		s.mu.Unlock()
+		if !last {
 			return
 		}
 		if cur, had, err := s.ix.CurrentVersion(tag, key); err != nil || (had && cur == id) {

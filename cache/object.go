@@ -164,7 +164,7 @@ func (st *objectState) load(k ObjectKey, mustExist bool) error {
 		}
 		tag := index.TagFor(k.Source)
 		if prev, had, err := s.ix.CurrentVersion(tag, k.Key); err == nil && had && prev != st.id {
-			s.retire(prev)
+			s.replaced(tag, k.Key, prev)
 		}
 		if err := s.ix.SetCurrentVersion(tag, k.Key, st.id); err != nil {
 			return err

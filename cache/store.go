@@ -81,10 +81,13 @@ type Store struct {
 	touchMu sync.Mutex                      // guards touched
 	touched map[index.ID]index.ObjectRecord // last-access updates not yet in the index
 
-	mu     sync.Mutex // guards states, idle, closed
+	mu     sync.Mutex // guards states, idle, closed, replacements
 	states map[index.ID]*objectState
-	idle   *list.List // of *objectState with refs == 0, most recent at front
-	closed bool
+	// replacements counts, by version, the replacements whose grace
+	// timer is running (replaced): only the last one's timer retires it.
+	replacements map[index.ID]int
+	idle         *list.List // of *objectState with refs == 0, most recent at front
+	closed       bool
 
 	stats Stats
 
@@ -144,12 +147,13 @@ func Open(dir string, opts Options) (*Store, error) {
 	}
 	s := &Store{
 		dir: dir, opts: opts, ix: ix, eng: opts.Engine, log: opts.Logger, now: opts.Clock, lock: lock,
-		limits:  &limiter{dir: dir, disk: opts.Disk, now: opts.Clock, maxBytes: opts.MaxBytes, minFree: opts.MinFree, interval: time.Second},
-		evictCh: make(chan struct{}, 1),
-		stop:    make(chan struct{}),
-		states:  make(map[index.ID]*objectState),
-		touched: make(map[index.ID]index.ObjectRecord),
-		idle:    list.New(),
+		limits:       &limiter{dir: dir, disk: opts.Disk, now: opts.Clock, maxBytes: opts.MaxBytes, minFree: opts.MinFree, interval: time.Second},
+		evictCh:      make(chan struct{}, 1),
+		stop:         make(chan struct{}),
+		states:       make(map[index.ID]*objectState),
+		replacements: make(map[index.ID]int),
+		touched:      make(map[index.ID]index.ObjectRecord),
+		idle:         list.New(),
 
 		preloadDone: make(chan struct{}),
 	}

@@ -269,7 +269,12 @@ func TestFreeSpaceFloor(t *testing.T) {
 	}
 }
 
+// TestNewVersionRetiresOld: a version replaced by a newer one is kept
+// while open and for replacedGrace, then retired (deleted at its last
+// release if still open then).
 func TestNewVersionRetiresOld(t *testing.T) {
+	defer func(g time.Duration) { replacedGrace = g }(replacedGrace)
+	replacedGrace = 200 * time.Millisecond
 	s := openStore(t, t.TempDir(), testOpts())
 	defer s.Close()
 	v1, _ := s.Acquire(ObjectKey{Source: "s", Key: "k", Version: "v1", Size: bs})
@@ -277,10 +282,11 @@ func TestNewVersionRetiresOld(t *testing.T) {
 	id1 := v1.ID()
 	v2, _ := s.Acquire(ObjectKey{Source: "s", Key: "k", Version: "v2", Size: bs})
 	defer v2.Release()
+	time.Sleep(replacedGrace + 100*time.Millisecond)
 	if _, ok, _ := s.ix.GetObject(id1); !ok {
 		t.Fatal("pinned old version deleted while open")
 	}
-	v1.Release() // last reference: deleted now
+	v1.Release() // last reference, past the grace: deleted now
 	if _, ok, _ := s.ix.GetObject(id1); ok {
 		t.Fatal("old version kept after release")
 	}
