@@ -62,6 +62,11 @@ func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir,
 	if !ok {
 		return syscall.EXDEV // mv copies and unlinks by itself
 	}
+	// An upload of the file this one replaces, stopped by the rename, may
+	// still be landing under newKey: the copy goes after it.
+	if err := f.wb.WaitInFlight(ctx, newKey); err != nil {
+		return err
+	}
 	info, err := cp.Copy(ctx, oldKey, e.Version, newKey)
 	if err != nil {
 		f.log.Warn("fs: rename copy failed", "from", oldKey, "to", newKey, "err", err)

@@ -10,9 +10,10 @@ import (
 	"net/http/httputil"
 	"net/url"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -25,10 +26,11 @@ import (
 // given up: the request a client cancels after sending it can still
 // reach the bucket later, from a network or server queue.
 type lateUploadProxy struct {
-	hold  time.Duration
-	armed atomic.Bool
-	sent  chan struct{} // one value per held request
-	done  chan error    // the held request's outcome at the server
+	hold time.Duration
+	mu   sync.Mutex
+	arm  *string       // the key to hold the next upload of ("": any), nil when not armed
+	sent chan struct{} // one value per held request
+	done chan error    // the held request's outcome at the server
 }
 
 func newLateUploadProxy(t *testing.T, upstream string, hold time.Duration) (*lateUploadProxy, string) {
@@ -44,17 +46,41 @@ func newLateUploadProxy(t *testing.T, upstream string, hold time.Duration) (*lat
 	return p, srv.URL
 }
 
+// armFor holds the next upload of key ("": of any key).
+func (p *lateUploadProxy) armFor(key string) {
+	p.mu.Lock()
+	p.arm = &key
+	p.mu.Unlock()
+}
+
+// take reports whether r, with body, is the upload to hold, and disarms.
+func (p *lateUploadProxy) take(r *http.Request, body []byte) bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.arm == nil {
+		return false
+	}
+	key := *p.arm
+	// S3 names the key in the path, a GCS one-shot upload in its metadata.
+	if key != "" && !strings.HasSuffix(r.URL.Path, "/"+key) && !bytes.Contains(body, []byte(`"name":"`+key+`"`)) {
+		return false
+	}
+	p.arm = nil
+	return true
+}
+
 func (p *lateUploadProxy) RoundTrip(r *http.Request) (*http.Response, error) {
-	if !isUpload(r) || !p.armed.CompareAndSwap(true, false) {
+	if !isUpload(r) || r.Body == nil {
 		return http.DefaultTransport.RoundTrip(r)
 	}
-	var body []byte
-	if r.Body != nil {
-		var err error
-		if body, err = io.ReadAll(r.Body); err != nil {
-			return nil, err
-		}
-		r.Body.Close()
+	body, err := io.ReadAll(r.Body)
+	r.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if !p.take(r, body) {
+		return http.DefaultTransport.RoundTrip(r)
 	}
 	late := r.Clone(context.WithoutCancel(r.Context()))
 	late.Body = io.NopCloser(bytes.NewReader(body))
@@ -141,7 +167,7 @@ func TestUploadOvertakenInFlightLeavesNoObject(t *testing.T) {
 		}
 
 		t.Run("rename", func(t *testing.T) {
-			p.armed.Store(true)
+			p.armFor("")
 			if err := os.WriteFile(filepath.Join(m.dir, "state.json.tmp"), data, 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -159,8 +185,56 @@ func TestUploadOvertakenInFlightLeavesNoObject(t *testing.T) {
 				t.Fatalf("state.json through the mount: %q, %v", b, err)
 			}
 		})
+		// A file uploaded whole is renamed over a name whose upload
+		// (of a file renamed there before it went up, so unconditional)
+		// is on its way: the rename's server-side copy must be what the
+		// name holds in the end, not the replaced file's late object,
+		// and not nothing (the late object taken down after the copy).
+		t.Run("rename-over", func(t *testing.T) {
+			m := startMount(t, srv, srv.source(bucket, ""), "", append(endpointOf(proxyURL), "--upload", "async")...)
+			replaced, renamed := []byte(`{"step": 2, "replaced": true}`), []byte(`{"step": 3}`)
+			p.armFor("model.json")
+			if err := os.WriteFile(filepath.Join(m.dir, "a.tmp"), replaced, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			// Renamed within the upload delay: it goes up as model.json;
+			// strata sync starts it now (and waits for it: in the
+			// background).
+			if err := os.Rename(filepath.Join(m.dir, "a.tmp"), filepath.Join(m.dir, "model.json")); err != nil {
+				t.Fatal(err)
+			}
+			synced := make(chan error, 1)
+			go func() { synced <- exec.Command(binPath(t), "sync", m.dir).Run() }()
+			p.waitSent(t)
+			f, err := os.Create(filepath.Join(m.dir, "b.tmp"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(renamed); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Sync(); err != nil { // up whole: the rename copies it
+				t.Fatal(err)
+			}
+			f.Close()
+			if err := os.Rename(filepath.Join(m.dir, "b.tmp"), filepath.Join(m.dir, "model.json")); err != nil {
+				t.Fatal(err)
+			}
+			p.waitDone(t)
+			t.Logf("strata sync meanwhile: %v", <-synced)
+			runSync(t, m)
+			time.Sleep(time.Second) // a take-down would follow the late answer at once
+			if got, _, err := bucketSHA(t, w, "model.json"); err != nil || got != sha(renamed) {
+				t.Fatalf("model.json in the bucket: %v (the replaced file's bytes: %v)", err, got == sha(replaced))
+			}
+			gone(t, "a.tmp")
+			gone(t, "b.tmp")
+			if b, err := os.ReadFile(filepath.Join(m.dir, "model.json")); err != nil || !bytes.Equal(b, renamed) {
+				t.Fatalf("model.json through the mount: %q, %v", b, err)
+			}
+		})
 		t.Run("delete", func(t *testing.T) {
-			p.armed.Store(true)
+			p.armFor("")
 			if err := os.WriteFile(filepath.Join(m.dir, "scratch.bin"), data, 0o644); err != nil {
 				t.Fatal(err)
 			}

@@ -153,6 +153,32 @@ func (m *Manager) WaitLanded(ctx context.Context, key string) error {
 	return settled(ctx, js)
 }
 
+// WaitInFlight waits for the attempts under way that write key to end,
+// stopped ones included: a stopped attempt whose last request was sent
+// may still land there, and is then taken back down unless a file is
+// being renamed to key (replacedLocked). A rename that copies a file
+// over key server-side calls it after stopping key's uploads, so that
+// neither the late object nor its take-down follows the copy.
+func (m *Manager) WaitInFlight(ctx context.Context, key string) error {
+	m.mu.Lock()
+	if m.inFlight[key] == 0 {
+		m.mu.Unlock()
+		return nil
+	}
+	ch := m.flightEnded[key]
+	if ch == nil {
+		ch = make(chan struct{})
+		m.flightEnded[key] = ch
+	}
+	m.mu.Unlock()
+	select {
+	case <-ch:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
 // settled waits until every job in js is settled (done), or ctx ends.
 func settled(ctx context.Context, js []*Job) error {
 	for _, j := range js {

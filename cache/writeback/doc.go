@@ -23,7 +23,8 @@
 // overtaken by a rename over its file is not taken down when a file is
 // being renamed to the name (BeginMove to Done) or waits to upload there:
 // that one replaces it, and the name is never missing from the bucket
-// (replacedLocked). The
+// (replacedLocked); a rename that copies a file over the name
+// server-side waits for such an attempt first (WaitInFlight). The
 // newer one holds the older one's bytes (its session was staged from
 // them), so a sync close of a superseded commit returns with the newer
 // upload (Job.successor, waitSuccessor).

@@ -289,6 +289,10 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 	m.running--
 	if m.inFlight[r.Key]--; m.inFlight[r.Key] <= 0 {
 		delete(m.inFlight, r.Key)
+		if ch := m.flightEnded[r.Key]; ch != nil {
+			close(ch)
+			delete(m.flightEnded, r.Key)
+		}
 	}
 	switch {
 	case err == nil:

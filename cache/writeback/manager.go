@@ -100,6 +100,9 @@ type Manager struct {
 	// renamed mid-upload moves to its new key, but its attempt still
 	// writes, and may take back down, the old one until it ends.
 	inFlight map[string]int
+	// flightEnded: closed when inFlight of its key drops to 0, for
+	// WaitInFlight; made on demand.
+	flightEnded map[string]chan struct{}
 	// moving counts the file renames under way by their new key
 	// (BeginMove to Done).
 	moving map[string]int
@@ -132,7 +135,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, names: names, log: opts.Logger,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, inFlight: map[string]int{}, moving: map[string]int{}, kept: map[string]*keptWrite{},
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, inFlight: map[string]int{}, flightEnded: map[string]chan struct{}{}, moving: map[string]int{}, kept: map[string]*keptWrite{},
 		open: map[*Staging]struct{}{}, dirs: map[string]*dirActivity{}, movesDone: make(chan struct{}), eagers: map[*eagerUpload]struct{}{},
 	}
 	m.del, _ = be.(backend.Deleter)
