@@ -7,6 +7,35 @@ import (
 	"time"
 )
 
+// adoptBytes adopts data as version of state.json, as an upload's staged
+// file becomes the cached copy of the version it created.
+func adoptBytes(t *testing.T, s *Store, version string, data []byte) ObjectKey {
+	t.Helper()
+	k := ObjectKey{Source: "src", Key: "state.json", Version: version, Size: int64(len(data))}
+	if err := os.MkdirAll(s.StagingDir(), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(s.StagingDir(), version)
+	if err := os.WriteFile(p, data, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Adopt(k, p); err != nil {
+		t.Fatal(err)
+	}
+	return k
+}
+
+// cachedWhole reports whether k is cached complete.
+func cachedWhole(t *testing.T, s *Store, k ObjectKey) bool {
+	t.Helper()
+	o, err := s.Acquire(k)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer o.Release()
+	return o.Complete()
+}
+
 // TestReplacedVersionKeepsItsGraceWhenReplacedAgain: a version replaced,
 // made current again (the same bytes saved again: the same ETag), and
 // replaced once more, keeps the whole grace from its last replacement. The
@@ -17,35 +46,14 @@ func TestReplacedVersionKeepsItsGraceWhenReplacedAgain(t *testing.T) {
 	replacedGrace = 400 * time.Millisecond
 	s := openStore(t, t.TempDir(), testOpts())
 	defer s.Close()
-	adopt := func(version string, data []byte) ObjectKey {
-		t.Helper()
-		k := ObjectKey{Source: "src", Key: "state.json", Version: version, Size: int64(len(data))}
-		p := filepath.Join(s.StagingDir(), version)
-		if err := os.MkdirAll(s.StagingDir(), 0o700); err != nil {
-			t.Fatal(err)
-		}
-		if err := os.WriteFile(p, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if err := s.Adopt(k, p); err != nil {
-			t.Fatal(err)
-		}
-		return k
-	}
 	v1 := []byte("the same state, saved twice")
-	k1 := adopt("v1", v1)
-	adopt("v2", []byte("another state")) // v1 replaced: its first timer
+	k1 := adoptBytes(t, s, "v1", v1)
+	adoptBytes(t, s, "v2", []byte("another state")) // v1 replaced: its first timer
 	time.Sleep(replacedGrace / 2)
-	adopt("v1", v1)                                    // current again
-	adopt("v3", []byte("a third state"))               // v1 replaced again: a full grace from now
+	adoptBytes(t, s, "v1", v1)                         // current again
+	adoptBytes(t, s, "v3", []byte("a third state"))    // v1 replaced again: a full grace from now
 	time.Sleep(replacedGrace/2 + 100*time.Millisecond) // past the first timer only
-	o, err := s.Acquire(k1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	complete := o.Complete()
-	o.Release()
-	if !complete {
+	if !cachedWhole(t, s, k1) {
 		t.Fatal("v1 was retired by the timer of its first replacement, before its grace from the second")
 	}
 }
@@ -59,41 +67,18 @@ func TestAcquireOfAnotherVersionKeepsTheCurrentForItsGrace(t *testing.T) {
 	replacedGrace = 400 * time.Millisecond
 	s := openStore(t, t.TempDir(), testOpts())
 	defer s.Close()
-	data := []byte("the current version")
-	k1 := ObjectKey{Source: "src", Key: "state.json", Version: "v1", Size: int64(len(data))}
-	if err := os.MkdirAll(s.StagingDir(), 0o700); err != nil {
-		t.Fatal(err)
-	}
-	p := filepath.Join(s.StagingDir(), "v1")
-	if err := os.WriteFile(p, data, 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Adopt(k1, p); err != nil {
-		t.Fatal(err)
-	}
+	k1 := adoptBytes(t, s, "v1", []byte("the current version"))
 	o2, err := s.Acquire(ObjectKey{Source: "src", Key: "state.json", Version: "v0", Size: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	o2.Release()
 	time.Sleep(replacedGrace / 4)
-	o, err := s.Acquire(k1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	complete := o.Complete()
-	o.Release()
-	if !complete {
+	if !cachedWhole(t, s, k1) {
 		t.Fatal("the current version was retired at once when another version was opened")
 	}
 	time.Sleep(replacedGrace + 200*time.Millisecond)
-	o, err = s.Acquire(k1)
-	if err != nil {
-		t.Fatal(err)
-	}
-	complete = o.Complete()
-	o.Release()
-	if complete {
+	if cachedWhole(t, s, k1) {
 		t.Fatal("the replaced version was never retired")
 	}
 }

@@ -47,9 +47,6 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 		threshold = min(threshold, partSize)
 	}
 	if size <= threshold && size <= maxSinglePut {
-		if backend.Stopped(opt.Stop) {
-			return backend.ObjectInfo{}, fmt.Errorf("s3: put %s: %w", key, backend.ErrStopped)
-		}
 		return b.putSingle(ctx, key, r, size, opt.IfVersion, opt.Stop)
 	}
 	conc := opt.Concurrency
@@ -81,6 +78,8 @@ func putErr(op, key, ifVersion string, err error) error {
 	return wrapErr(op, key, s, err)
 }
 
+// putSingle sends one PutObject; once stop is closed no attempt of it is
+// sent (the first one included), but one already sent is answered.
 func (b *Backend) putSingle(ctx context.Context, key string, r io.ReaderAt, size int64, ifVersion string, stop <-chan struct{}) (backend.ObjectInfo, error) {
 	ifMatch, ifNoneMatch := conditions(ifVersion)
 	out, err := b.client.PutObject(ctx, &s3.PutObjectInput{

@@ -40,9 +40,10 @@ func (b *lateAnswerBucket) Put(ctx context.Context, key string, r io.ReaderAt, s
 }
 
 // TestSupersededUploadThatLandedAnywayIsFollowed: a rewrite supersedes an
-// upload already under way, whose request lands although it was stopped. The rewrite, conditional on what the first
-// upload started from, must not take our own landed upload for another
-// node's object: it goes up, and the bucket holds the newest close.
+// upload already under way, whose request lands although it was stopped.
+// The rewrite, conditional on what the first upload started from, must
+// not take our own landed upload for another node's object: it goes up,
+// and the bucket holds the newest close.
 func TestSupersededUploadThatLandedAnywayIsFollowed(t *testing.T) {
 	fb := newBucket()
 	fb.objs["k"], fb.vers["k"] = []byte("before"), "v0"

@@ -134,12 +134,12 @@ func permanent(err error) bool {
 		errors.Is(err, backend.ErrInvalidRequest)
 }
 
-// upload runs one attempt of a job. The end of stop (j.cancel: a rename,
-// a delete, a newer commit) gives the attempt up only before its last
-// request is sent (backend.PutOptions.Stop); after that the attempt waits
-// for the answer, so that an object that landed is known, and taken back
-// down below. A cancelled request can still reach the bucket, and then
-// nobody knew it was there. The mount's end (m.ctx) cuts everything: the
+// upload runs one attempt of a job. stop, cancelled by j.cancel (a
+// rename, a delete, a newer commit), gives the attempt up only before its
+// last request is sent (backend.PutOptions.Stop); after that the attempt
+// waits for the answer, so that an object that landed is known, and
+// taken back down below: a cancelled request can still reach the bucket,
+// and then nobody knew it was there. The mount's end (m.ctx) cuts everything: the
 // job stays journaled, and the next mount finds what landed (confirm.go).
 func (m *Manager) upload(stop context.Context, j *Job, r index.UploadRecord) {
 	defer m.wg.Done()
