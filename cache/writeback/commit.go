@@ -43,7 +43,7 @@ func (m *Manager) Unhold(key string) {
 	now := time.Now()
 	for _, j := range m.byKey[key] {
 		if j.held {
-			j.held, j.released = false, now
+			m.unholdLocked(j, now)
 		}
 	}
 	m.touchLocked(key, 0, now)

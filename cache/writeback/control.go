@@ -258,30 +258,6 @@ type Summary struct {
 	Failed       []Failure `json:"failed,omitempty"`
 }
 
-// WaitAll waits for the renames a restart is finishing, and for every
-// upload committed so far to be complete or failed for good, then
-// summarises. Uploads held for a file still open are not waited for
-// (they count as pending).
-func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
-	select {
-	case <-m.movesDone:
-	case <-ctx.Done():
-		return m.Summary(), ctx.Err()
-	}
-	m.mu.Lock()
-	m.expediteLocked("")
-	var js []*Job
-	for j := range m.jobs {
-		if !j.held {
-			js = append(js, j)
-		}
-	}
-	m.mu.Unlock()
-	m.kick()
-	err := settled(ctx, js)
-	return m.Summary(), err
-}
-
 // Summary reports pending and failed uploads now.
 func (m *Manager) Summary() Summary {
 	m.mu.Lock()

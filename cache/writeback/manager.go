@@ -103,6 +103,9 @@ type Manager struct {
 	// flightEnded: closed when inFlight of its key drops to 0, for
 	// WaitInFlight; made on demand.
 	flightEnded map[string]chan struct{}
+	// holdEnded: closed when a held upload's hold ends, for WaitAll;
+	// made on demand.
+	holdEnded chan struct{}
 	// moving counts the file renames under way by their new key
 	// (BeginMove to Done).
 	moving map[string]int

@@ -116,7 +116,10 @@ func (m *Manager) Retry(key string) (int, error) {
 			if j.tries > 0 || !j.notBefore.IsZero() {
 				j.tries, j.notBefore = 0, time.Time{}
 			}
-			j.held, j.expedite = false, true
+			if j.held {
+				m.unholdLocked(j, time.Now())
+			}
+			j.expedite = true
 			n++
 		}
 	}

@@ -316,13 +316,15 @@ func TestKeepSetsAsideAndReports(t *testing.T) {
 }
 
 func TestHeldUploadWaitsForUnhold(t *testing.T) {
+	defer func(w time.Duration) { heldReleaseWait = w }(heldReleaseWait)
+	heldReleaseWait = 50 * time.Millisecond
 	b := newBucket()
 	e := newEnv(t, Async, b, "")
 	ctx := context.Background()
 	if _, err := e.m.CommitHeld(ctx, "k", e.stage(t, []byte("prefix")), "", 1); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.m.WaitAll(ctx); err != nil { // held: not waited for
+	if _, err := e.m.WaitAll(ctx); err != nil { // held: not waited for past heldReleaseWait
 		t.Fatal(err)
 	}
 	time.Sleep(30 * time.Millisecond)
@@ -561,4 +563,28 @@ func TestCancelLeavesNothingJournaled(t *testing.T) {
 		t.Fatalf("journal after Cancel returned: %q (a kill -9 now would upload a deleted file)", left)
 	}
 	close(b.gate)
+}
+
+// TestWaitAllWaitsForAReleaseOnItsWay: `strata sync` right after close()
+// waits for the file's upload. close() returns before the daemon sees the
+// RELEASE (the kernel sends it in the background), so the file's upload
+// may still be held when the sync comes: WaitAll gives a held upload up
+// to heldReleaseWait for its hold to end, and waits for it if it does.
+func TestWaitAllWaitsForAReleaseOnItsWay(t *testing.T) {
+	b := newBucket()
+	e := newEnv(t, Async, b, "")
+	ctx := context.Background()
+	if _, err := e.m.CommitHeld(ctx, "k", e.stage(t, []byte("closed")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond) // the RELEASE, late
+		e.m.Unhold("k")
+	}()
+	if _, err := e.m.WaitAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := b.get("k"); !ok || string(got) != "closed" {
+		t.Fatalf("WaitAll returned before the upload of a file released 200 ms after it began: bucket %q %v", got, ok)
+	}
 }
