@@ -27,6 +27,7 @@ type fakeBucket struct {
 	// whatever its context says: a request whose answer is late, or lost
 	// to a cancellation, after the object was in the bucket.
 	landed chan struct{}
+	stops  []<-chan struct{} // every Put's PutOptions.Stop; guarded by mu
 }
 
 func newBucket() *fakeBucket {
@@ -110,6 +111,9 @@ func (b *fakeBucket) ReadRange(ctx context.Context, key, version string, off, n 
 
 func (b *fakeBucket) Put(ctx context.Context, key string, r io.ReaderAt, size int64, opt backend.PutOptions) (backend.ObjectInfo, error) {
 	b.puts.Add(1)
+	b.mu.Lock()
+	b.stops = append(b.stops, opt.Stop)
+	b.mu.Unlock()
 	if b.gate != nil {
 		select { // held before it is sent: a stop gives it up
 		case <-b.gate:

@@ -286,6 +286,7 @@ func (m *Manager) deleteUpload(seq uint64, key string) {
 func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, err error) {
 	m.mu.Lock()
 	j.running, j.landed = false, false
+	j.cancel() // releases the attempt's stop (m.ctx keeps it until then)
 	m.running--
 	if m.inFlight[r.Key]--; m.inFlight[r.Key] <= 0 {
 		delete(m.inFlight, r.Key)

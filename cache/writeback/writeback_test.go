@@ -588,3 +588,31 @@ func TestWaitAllWaitsForAReleaseOnItsWay(t *testing.T) {
 		t.Fatalf("WaitAll returned before the upload of a file released 200 ms after it began: bucket %q %v", got, ok)
 	}
 }
+
+// TestAttemptReleasesItsStop: an upload attempt's stop (a context made
+// per attempt, child of the manager's) is released when the attempt ends,
+// not kept by the manager until unmount: one per upload of a long-lived
+// mount.
+func TestAttemptReleasesItsStop(t *testing.T) {
+	b := newBucket()
+	e := newEnv(t, Async, b, "")
+	ctx := context.Background()
+	for i := range 3 {
+		if _, err := e.m.Commit(ctx, "k", e.stage(t, []byte{byte(i)}), "", int64(i)); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.m.WaitKey(ctx, "k"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.stops) != 3 {
+		t.Fatalf("%d puts, want 3", len(b.stops))
+	}
+	for i, stop := range b.stops {
+		if !backend.Stopped(stop) {
+			t.Errorf("attempt %d ended and its stop context is still live (held by the manager until unmount)", i)
+		}
+	}
+}
