@@ -190,14 +190,23 @@ type PartUpload interface {
 	// tag, which Complete takes back.
 	SendPart(ctx context.Context, number int, r io.ReaderAt, off, n int64) (string, error)
 	// Complete makes the object of size bytes from the parts whose tags
-	// are given, in order, under the condition ifVersion (as
-	// PutOptions.IfVersion). On error nothing appears under the key and
-	// the upload is aborted.
-	Complete(ctx context.Context, tags []string, size int64, ifVersion string) (ObjectInfo, error)
+	// are given, in order, under opt.IfVersion, stopped by opt.Stop as
+	// Put is (given up only before the request is sent; no retry after
+	// the stop). On error nothing appears under the key and the upload is
+	// aborted.
+	Complete(ctx context.Context, tags []string, size int64, opt CompleteOptions) (ObjectInfo, error)
 	// Abort gives the upload up and removes its parts (best effort).
 	Abort(ctx context.Context)
 	// ID names the upload for PartWriter.AbortParts.
 	ID() string
+}
+
+// CompleteOptions tunes PartUpload.Complete.
+type CompleteOptions struct {
+	// IfVersion: as PutOptions.IfVersion.
+	IfVersion string
+	// Stop: as PutOptions.Stop.
+	Stop <-chan struct{}
 }
 
 // Deleter is implemented by backends that can remove objects.

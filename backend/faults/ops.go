@@ -173,10 +173,10 @@ type faultyParts struct {
 	key string
 }
 
-func (u *faultyParts) Complete(ctx context.Context, tags []string, size int64, ifVersion string) (backend.ObjectInfo, error) {
-	if _, err := u.w.b.before(ctx, Call{Op: OpPut, Key: u.key, Version: ifVersion, N: size}); err != nil {
+func (u *faultyParts) Complete(ctx context.Context, tags []string, size int64, opt backend.CompleteOptions) (backend.ObjectInfo, error) {
+	if _, err := u.w.b.before(ctx, Call{Op: OpPut, Key: u.key, Version: opt.IfVersion, N: size}); err != nil {
 		u.PartUpload.Abort(ctx)
 		return backend.ObjectInfo{}, err
 	}
-	return u.PartUpload.Complete(ctx, tags, size, ifVersion)
+	return u.PartUpload.Complete(ctx, tags, size, opt)
 }

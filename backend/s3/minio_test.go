@@ -306,7 +306,7 @@ func TestPartsMinIO(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	info, err := up.Complete(ctx, tags, int64(len(data)), backend.VersionAbsent)
+	info, err := up.Complete(ctx, tags, int64(len(data)), backend.CompleteOptions{IfVersion: backend.VersionAbsent})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func TestPartsMinIO(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := up2.Complete(ctx, []string{tag}, 5, backend.VersionAbsent); !errors.Is(err, backend.ErrPreconditionFailed) {
+	if _, err := up2.Complete(ctx, []string{tag}, 5, backend.CompleteOptions{IfVersion: backend.VersionAbsent}); !errors.Is(err, backend.ErrPreconditionFailed) {
 		t.Fatalf("create-only completion over an existing key: %v", err)
 	}
 	if cur, err := b.Stat(ctx, "ckpt/model.pt"); err != nil || cur.Version != info.Version {

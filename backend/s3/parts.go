@@ -51,7 +51,8 @@ func (u *partUpload) SendPart(ctx context.Context, number int, r io.ReaderAt, of
 	return aws.ToString(out.ETag), nil
 }
 
-func (u *partUpload) Complete(ctx context.Context, tags []string, size int64, ifVersion string) (backend.ObjectInfo, error) {
+func (u *partUpload) Complete(ctx context.Context, tags []string, size int64, opt backend.CompleteOptions) (backend.ObjectInfo, error) {
+	ifVersion := opt.IfVersion
 	done := false
 	defer func() {
 		if !done {
@@ -71,7 +72,7 @@ func (u *partUpload) Complete(ctx context.Context, tags []string, size int64, if
 	if err := u.b.precheck(ctx, u.key, ifVersion); err != nil {
 		return backend.ObjectInfo{}, err
 	}
-	etag, err := u.b.complete(ctx, u.key, u.id, parts, size, ifVersion, nil)
+	etag, err := u.b.complete(ctx, u.key, u.id, parts, size, ifVersion, opt.Stop)
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}

@@ -276,7 +276,7 @@ func (e *eagerUpload) finish(ctx context.Context, stop <-chan struct{}, size int
 		e.abort()
 		return backend.ObjectInfo{}, 0, fmt.Errorf("%w: %w", errNoEager, err)
 	}
-	info, err := up.Complete(ctx, tags, size, ifVersion)
+	info, err := up.Complete(ctx, tags, size, backend.CompleteOptions{IfVersion: ifVersion, Stop: stop})
 	if err == nil {
 		e.journal.forgetParts(seq)
 	} else {

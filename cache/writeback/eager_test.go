@@ -74,7 +74,7 @@ func (u *fakeParts) SendPart(ctx context.Context, number int, r io.ReaderAt, off
 	return hex.EncodeToString(sum[:]), nil
 }
 
-func (u *fakeParts) Complete(ctx context.Context, tags []string, size int64, ifVersion string) (backend.ObjectInfo, error) {
+func (u *fakeParts) Complete(ctx context.Context, tags []string, size int64, opt backend.CompleteOptions) (backend.ObjectInfo, error) {
 	u.b.mu.Lock()
 	var all []byte
 	for i, tag := range tags {
@@ -91,7 +91,7 @@ func (u *fakeParts) Complete(ctx context.Context, tags []string, size int64, ifV
 	if int64(len(all)) != size {
 		return backend.ObjectInfo{}, fmt.Errorf("parts hold %d bytes, want %d", len(all), size)
 	}
-	return u.b.fakeBucket.Put(ctx, u.key, bytes.NewReader(all), size, backend.PutOptions{IfVersion: ifVersion})
+	return u.b.fakeBucket.Put(ctx, u.key, bytes.NewReader(all), size, backend.PutOptions{IfVersion: opt.IfVersion, Stop: opt.Stop})
 }
 
 func (u *fakeParts) ID() string { return u.id }

@@ -253,8 +253,8 @@ func (u *partsCounted) SendPart(ctx context.Context, number int, r io.ReaderAt, 
 	return tag, err
 }
 
-func (u *partsCounted) Complete(ctx context.Context, tags []string, size int64, ifVersion string) (backend.ObjectInfo, error) {
-	oi, err := u.PartUpload.Complete(ctx, tags, size, ifVersion)
+func (u *partsCounted) Complete(ctx context.Context, tags []string, size int64, opt backend.CompleteOptions) (backend.ObjectInfo, error) {
+	oi, err := u.PartUpload.Complete(ctx, tags, size, opt)
 	u.b.m.done("put", u.start, err)
 	return oi, err
 }
