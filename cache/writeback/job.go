@@ -359,6 +359,9 @@ func (m *Manager) removeLocked(j *Job) {
 // space, its journal entry (a job still journaling: its Journal call does
 // that part). Caller holds m.mu.
 func (m *Manager) dropLocked(j *Job) {
+	if j.held {
+		m.holdEndedLocked()
+	}
 	j.eager.abortAsync()
 	j.eager = nil
 	m.removeLocked(j)

@@ -52,15 +52,23 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 }
 
 // awaitHoldsEnded waits, up to heldReleaseWait, until none of held is
-// still held, and returns those whose hold ended.
+// still held, and returns those whose hold ended. A held job superseded
+// meanwhile (the last close committed the file anew: a write after the
+// previous close, through a mapping) stands for its successor, the
+// upload that carries its bytes.
 func (m *Manager) awaitHoldsEnded(ctx context.Context, held []*Job) ([]*Job, error) {
 	t := time.NewTimer(heldReleaseWait)
 	defer t.Stop()
+	held = append([]*Job(nil), held...)
 	for {
 		m.mu.Lock()
 		var ended []*Job
-		for _, j := range held {
-			if !j.held {
+		for i, j := range held {
+			for j.dropped != nil && j.successor != nil {
+				j = j.successor
+			}
+			held[i] = j
+			if !j.held || j.dropped != nil {
 				ended = append(ended, j)
 			}
 		}
@@ -83,10 +91,16 @@ func (m *Manager) awaitHoldsEnded(ctx context.Context, held []*Job) ([]*Job, err
 	}
 }
 
-// unholdLocked lets j's upload start, and wakes WaitAll calls waiting for
-// holds to end. Caller holds m.mu.
+// unholdLocked lets j's upload start. Caller holds m.mu.
 func (m *Manager) unholdLocked(j *Job, now time.Time) {
 	j.held, j.released = false, now
+	m.holdEndedLocked()
+}
+
+// holdEndedLocked wakes the WaitAll calls waiting for holds to end: a
+// held job was let go, or dropped (superseded, discarded, deleted).
+// Caller holds m.mu.
+func (m *Manager) holdEndedLocked() {
 	if m.holdEnded != nil {
 		close(m.holdEnded)
 		m.holdEnded = nil

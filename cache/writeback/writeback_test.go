@@ -616,3 +616,32 @@ func TestAttemptReleasesItsStop(t *testing.T) {
 		}
 	}
 }
+
+// TestWaitAllFollowsAHeldUploadSuperseded: the file's last release may
+// commit it anew (written after its previous close, through a mapping)
+// instead of letting the held upload go: a sync that came in between
+// waits for the new commit, which carries the file's bytes.
+func TestWaitAllFollowsAHeldUploadSuperseded(t *testing.T) {
+	b := newBucket()
+	b.gate = make(chan struct{}) // the new commit's upload is slow
+	e := newEnv(t, Async, b, "")
+	ctx := context.Background()
+	if _, err := e.m.CommitHeld(ctx, "k", e.stage(t, []byte("closed")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(200 * time.Millisecond) // the RELEASE, late, commits again
+		if _, err := e.m.Commit(ctx, "k", e.stage(t, []byte("closed, then mapped")), "", 2); err != nil {
+			t.Error(err)
+		}
+		e.m.Unhold("k")
+		time.Sleep(heldReleaseWait + time.Second) // past the wait for holds
+		close(b.gate)
+	}()
+	if _, err := e.m.WaitAll(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := b.get("k"); !ok || string(got) != "closed, then mapped" {
+		t.Fatalf("WaitAll returned before the upload of the commit that superseded the held one: bucket %q %v", got, ok)
+	}
+}
