@@ -39,7 +39,11 @@
 // (no file of it being written, opened, closed or renamed into it; at most
 // delayCap delays): a directory written and then renamed (the Hugging Face
 // Trainer's tmp-checkpoint-N) is renamed by Rekey before anything goes up
-// (delay.go). fsync, strata sync, Retry and unmount end the delay.
+// (delay.go). fsync, strata sync, Retry and unmount end the delay. A
+// close of one descriptor while the file stays open commits it held
+// (CommitHeld): it uploads at the last close (Unhold). strata sync
+// (WaitAll) waits up to heldReleaseWait for holds to end, since the
+// kernel sends a file's RELEASE after close() has returned (syncwait.go).
 //
 // In sync mode, on backends that take uploads in parts (S3), a file is
 // sent in parts while it is being written once 32 MiB of it is written in
