@@ -26,14 +26,16 @@ type cutCompleteProxy struct {
 	statuses  chan int     // MinIO's answers to the cut requests
 }
 
-func newCutCompleteProxy(t *testing.T, endpoint string, cut int) *cutCompleteProxy {
+// completeProxy starts a proxy in front of MinIO at endpoint that
+// forwards every request but CompleteMultipartUpload (POST ?uploadId=),
+// which it hands to onComplete with MinIO's URL and the forwarding
+// handler; it returns the proxy's URL.
+func completeProxy(t *testing.T, endpoint string, onComplete func(w http.ResponseWriter, r *http.Request, up *url.URL, forward http.Handler)) string {
 	t.Helper()
 	up, err := url.Parse(endpoint)
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := &cutCompleteProxy{statuses: make(chan int, 16)}
-	p.cut.Store(int64(cut))
 	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
 		pr.SetURL(up)
 		pr.Out.Host = pr.In.Host // signed by the client: keep it
@@ -43,9 +45,20 @@ func newCutCompleteProxy(t *testing.T, endpoint string, cut int) *cutCompletePro
 			rp.ServeHTTP(w, r)
 			return
 		}
+		onComplete(w, r, up, rp)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+func newCutCompleteProxy(t *testing.T, endpoint string, cut int) *cutCompleteProxy {
+	t.Helper()
+	p := &cutCompleteProxy{statuses: make(chan int, 16)}
+	p.cut.Store(int64(cut))
+	p.URL = completeProxy(t, endpoint, func(w http.ResponseWriter, r *http.Request, up *url.URL, forward http.Handler) {
 		p.completes.Add(1)
 		if p.cut.Add(-1) < 0 {
-			rp.ServeHTTP(w, r)
+			forward.ServeHTTP(w, r)
 			return
 		}
 		out := r.Clone(context.WithoutCancel(r.Context()))
@@ -60,9 +73,7 @@ func newCutCompleteProxy(t *testing.T, endpoint string, cut int) *cutCompletePro
 			p.statuses <- 0
 		}
 		panic(http.ErrAbortHandler) // the answer is lost
-	}))
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
+	})
 	return p
 }
 

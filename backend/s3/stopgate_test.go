@@ -6,8 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -29,30 +27,16 @@ type refuseCompleteProxy struct {
 
 func newRefuseCompleteProxy(t *testing.T, endpoint string) *refuseCompleteProxy {
 	t.Helper()
-	up, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
 	p := &refuseCompleteProxy{stop: make(chan struct{})}
-	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
-		pr.SetURL(up)
-		pr.Out.Host = pr.In.Host // signed by the client: keep it
-	}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Query().Get("uploadId") == "" {
-			rp.ServeHTTP(w, r)
-			return
-		}
+	p.URL = completeProxy(t, endpoint, func(w http.ResponseWriter, r *http.Request, _ *url.URL, forward http.Handler) {
 		if p.completes.Add(1) > 1 {
-			rp.ServeHTTP(w, r)
+			forward.ServeHTTP(w, r)
 			return
 		}
 		p.once.Do(func() { close(p.stop) })
 		w.WriteHeader(http.StatusServiceUnavailable)
 		fmt.Fprint(w, `<Error><Code>SlowDown</Code><Message>slow down</Message></Error>`)
-	}))
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
+	})
 	return p
 }
 
