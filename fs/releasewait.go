@@ -13,6 +13,14 @@ import "time"
 // is served from userspace.
 const releaseWait = 100 * time.Millisecond
 
+// readerReleaseWait bounds how long an open for writing waits for the
+// RELEASE of passthrough readers (`cat f; echo x >> f`). Longer than
+// releaseWait: what it spares is not a slower read but a failed open
+// (EBUSY), and a RELEASE can come hundreds of milliseconds after the
+// close on a loaded machine. A reader that really stays open costs the
+// writer this much before its EBUSY.
+const readerReleaseWait = time.Second
+
 // waitWritersReleasedLocked waits, up to releaseWait, until the node has
 // no userspace handle open, if the only ones open are writers whose
 // content is committed (a RELEASE may be on its way). Caller holds n.mu;
@@ -24,10 +32,10 @@ func (n *fileNode) waitWritersReleasedLocked() {
 	if n.usGone == nil {
 		n.usGone = make(chan struct{})
 	}
-	n.awaitReleaseLocked(n.usGone)
+	n.awaitReleaseLocked(n.usGone, releaseWait)
 }
 
-// waitReadersReleasedLocked waits, up to releaseWait, until the node has
+// waitReadersReleasedLocked waits, up to readerReleaseWait, until the node has
 // no passthrough handle open: a writer's open cannot be served while the
 // kernel reads the inode through a backing file, and the reader that
 // just closed it (`cat f; echo x >> f`) has usually not had its RELEASE
@@ -41,15 +49,14 @@ func (n *fileNode) waitReadersReleasedLocked() {
 	if n.ptGone == nil {
 		n.ptGone = make(chan struct{})
 	}
-	n.awaitReleaseLocked(n.ptGone)
+	n.awaitReleaseLocked(n.ptGone, readerReleaseWait)
 }
 
-// awaitReleaseLocked waits, up to releaseWait, for gone to be closed.
-// Caller holds n.mu; it is released while waiting and held again on
-// return.
-func (n *fileNode) awaitReleaseLocked(gone chan struct{}) {
+// awaitReleaseLocked waits, up to bound, for gone to be closed. Caller
+// holds n.mu; it is released while waiting and held again on return.
+func (n *fileNode) awaitReleaseLocked(gone chan struct{}, bound time.Duration) {
 	n.mu.Unlock()
-	t := time.NewTimer(releaseWait)
+	t := time.NewTimer(bound)
 	select { // not cut short by the caller's signals: bounded instead
 	case <-gone:
 	case <-t.C:
