@@ -117,3 +117,39 @@ func TestUploadDelayEndsOnRequest(t *testing.T) {
 		t.Fatal("WaitAll returned before the upload")
 	}
 }
+
+// TestSyncStartsDelayedUploadsWhileWaitingForHolds: strata sync starts
+// the delayed uploads of closed files at once, also while it waits for a
+// file still open to be let go (heldReleaseWait), not after that wait.
+func TestSyncStartsDelayedUploadsWhileWaitingForHolds(t *testing.T) {
+	e := newDelayedEnv(t, time.Hour)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := e.m.Commit(ctx, "d/closed", e.stageAt(t, "d/closed", []byte("closed")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.m.CommitHeld(ctx, "d/open", e.stageAt(t, "d/open", []byte("still open")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if _, err := e.m.WaitAll(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	for {
+		if _, ok := e.bucket.get("d/closed"); ok {
+			break
+		}
+		select {
+		case <-done:
+			t.Fatal("the closed file's delayed upload started only once sync had given up waiting for the open one")
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+	<-done
+	if _, ok := e.bucket.get("d/open"); ok {
+		t.Fatal("a file still open was uploaded")
+	}
+}

@@ -27,6 +27,7 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 		return m.Summary(), ctx.Err()
 	}
 	m.mu.Lock()
+	m.expediteLocked("") // the files closed start now, while held ones are waited for
 	var js, held []*Job
 	for j := range m.jobs {
 		if j.held {
@@ -36,17 +37,18 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 		}
 	}
 	m.mu.Unlock()
+	m.kick()
 	if len(held) > 0 {
 		released, err := m.awaitHoldsEnded(ctx, held)
 		if err != nil {
 			return m.Summary(), err
 		}
 		js = append(js, released...)
+		m.mu.Lock()
+		m.expediteLocked("")
+		m.mu.Unlock()
+		m.kick()
 	}
-	m.mu.Lock()
-	m.expediteLocked("")
-	m.mu.Unlock()
-	m.kick()
 	err := settled(ctx, js)
 	return m.Summary(), err
 }
