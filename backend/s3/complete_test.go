@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/internal/testserver"
 )
 
 // cutCompleteProxy sits in front of MinIO and loses the answers of
@@ -49,6 +50,21 @@ func completeProxy(t *testing.T, endpoint string, onComplete func(w http.Respons
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
+}
+
+// viaProxy is a Backend of direct's bucket on MinIO m that sends its
+// requests through the proxy at proxyURL, with 3 attempts a request.
+func viaProxy(t *testing.T, m *testserver.MinIO, direct *Backend, proxyURL string) *Backend {
+	t.Helper()
+	o := minioOptions(m)
+	o.Endpoint = proxyURL
+	o.MaxAttempts = 3
+	b, err := New(context.Background(), direct.bucket, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { b.Close() })
+	return b
 }
 
 func newCutCompleteProxy(t *testing.T, endpoint string, cut int) *cutCompleteProxy {
@@ -92,14 +108,7 @@ func TestCompleteAnswerLost(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			direct := newMinIOBackend(t, m, minioOptions(m))
 			p := newCutCompleteProxy(t, m.Endpoint, c.cut)
-			o := minioOptions(m)
-			o.Endpoint = p.URL
-			o.MaxAttempts = 3
-			b, err := New(ctx, direct.bucket, o)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer b.Close()
+			b := viaProxy(t, m, direct, p.URL)
 			for i, ifVersion := range []string{"", backend.VersionAbsent} {
 				key := fmt.Sprintf("big-%d", i)
 				info, err := b.Put(ctx, key, bytes.NewReader(data), int64(len(data)), backend.PutOptions{PartSize: 5 << 20, IfVersion: ifVersion})

@@ -51,14 +51,7 @@ func TestCompleteStoppedIsNotRetried(t *testing.T) {
 	ctx := context.Background()
 	direct := newMinIOBackend(t, m, minioOptions(m))
 	p := newRefuseCompleteProxy(t, m.Endpoint)
-	o := minioOptions(m)
-	o.Endpoint = p.URL
-	o.MaxAttempts = 3
-	b, err := New(ctx, direct.bucket, o)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer b.Close()
+	b := viaProxy(t, m, direct, p.URL)
 	data := payload(5<<20 + 7)
 	up, err := b.BeginParts(ctx, "ckpt.pt")
 	if err != nil {

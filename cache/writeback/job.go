@@ -139,8 +139,9 @@ func permanent(err error) bool {
 // last request is sent (backend.PutOptions.Stop); after that the attempt
 // waits for the answer, so that an object that landed is known, and
 // taken back down below: a cancelled request can still reach the bucket,
-// and then nobody knew it was there. The mount's end (m.ctx) cuts everything: the
-// job stays journaled, and the next mount finds what landed (confirm.go).
+// and then nobody knew it was there. The mount's end (m.ctx) cuts
+// everything: the job stays journaled, and the next mount finds what
+// landed (confirm.go).
 func (m *Manager) upload(stop context.Context, j *Job, r index.UploadRecord) {
 	defer m.wg.Done()
 	ctx := m.ctx

@@ -57,11 +57,10 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 // still held, and returns those whose hold ended. A held job superseded
 // meanwhile (the last close committed the file anew: a write after the
 // previous close, through a mapping) stands for its successor, the
-// upload that carries its bytes.
+// upload that carries its bytes (held is the caller's, rewritten so).
 func (m *Manager) awaitHoldsEnded(ctx context.Context, held []*Job) ([]*Job, error) {
 	t := time.NewTimer(heldReleaseWait)
 	defer t.Stop()
-	held = append([]*Job(nil), held...)
 	for {
 		m.mu.Lock()
 		var ended []*Job
