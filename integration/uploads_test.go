@@ -169,7 +169,14 @@ func TestUploadsListRetryDiscard(t *testing.T) {
 	if us := listUploads(t, m); len(us) != 0 {
 		t.Fatalf("uploads listed after sync: %+v", us)
 	}
-	if out, err := exec.Command(binPath(t), "uploads", "--retry", m.dir, "a.bin").CombinedOutput(); err == nil {
-		t.Fatalf("--retry of an upload that is done succeeded:\n%s", out)
+	// An upload that is done has nothing left to retry: that is success
+	// (the bucket may come back and land it just before a script's
+	// --retry), said as such; a path that names nothing is an error.
+	out, err = exec.Command(binPath(t), "uploads", "--retry", m.dir, "a.bin").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "nothing to retry") {
+		t.Fatalf("--retry of an upload that is done: %v\n%s", err, out)
+	}
+	if out, err := exec.Command(binPath(t), "uploads", "--retry", m.dir, "no-such.bin").CombinedOutput(); err == nil || !strings.Contains(string(out), "no-such.bin") {
+		t.Fatalf("--retry of a path that names nothing: %v\n%s", err, out)
 	}
 }

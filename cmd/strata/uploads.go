@@ -157,6 +157,15 @@ func uploadsRequest(mnt, attr, rel string) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, unix.ENOENT) && attr == fs.XattrRetry && rel != "":
+		// An upload that has just landed (its own retry got there first)
+		// leaves nothing to retry: the caller's aim is met. A path that
+		// names nothing in the mount is a mistake.
+		if _, serr := os.Lstat(filepath.Join(mnt, filepath.FromSlash(rel))); serr != nil {
+			return fmt.Errorf("%s: no upload pending or failed, and %w", what, serr)
+		}
+		fmt.Printf("%s: no upload pending or failed: nothing to retry\n", what)
+		return nil
 	case errors.Is(err, unix.ENOENT):
 		return fmt.Errorf("%s: no upload pending or failed", what)
 	case errors.Is(err, unix.EINVAL) && attr == fs.XattrRetry:
