@@ -33,7 +33,9 @@
 // file does not register it again.
 //
 // Write path: a written file's content is a session (a staging file in
-// cache/writeback) shared by all its write handles. A close publishes it
+// cache/writeback) shared by all its write handles, held with the rest of
+// the node's write-side state in a writeState made at its first write
+// (writestate.go): a node only ever read, most of a dataset's, has none. A close publishes it
 // only when the closing process wrote to it since the last upload and is
 // not dying of a signal (owner.go says how processes are told apart); a
 // session with a failed write is never uploaded and is kept aside. Once
@@ -56,7 +58,7 @@
 //
 // Lock order, outermost first:
 //
-//	liveWrite.mu -> fileNode.sessMu -> fileNode.mu -> writeback.Manager.mu -> meta.Cache.mu
+//	liveWrite.mu -> writeState.sessMu -> fileNode.mu -> writeback.Manager.mu -> meta.Cache.mu
 //	ptWriters.mu: a leaf
 //	Staging.mu: a leaf (taken under the node locks, never with Manager.mu)
 //	FS.mu: a leaf (no other lock is taken while it is held; it is taken

@@ -35,50 +35,18 @@ type fileNode struct {
 	// next open is still a cold open for directory warming.
 	headFetched atomic.Bool
 
-	// sessMu orders writes against the commit of their session: writes
-	// and reads of sess hold it shared, a commit holds it exclusively.
-	sessMu sync.RWMutex
+	// w is the node's write state (writestate.go), nil for a file only
+	// ever read; set once, never cleared.
+	w atomic.Pointer[writeState]
 
-	mu    sync.Mutex // guards the fields below
+	mu    sync.Mutex // guards the fields below, and those of *w
 	entry meta.Entry
-	base  string // bucket version the local content derives from ("" none: see last)
-	// last is the upload of the latest commit. A commit with no base (a
-	// rewrite) is conditional on the version last created, or, while it
-	// is pending, on what last started from (writeback follows it), so
-	// that a rewrite never replaces what another node put in between.
-	last *writeback.Job
-	// own is the upload of the latest commit, whatever it follows (a
-	// rename clears last, not own): once it has landed, its version is
-	// what the node reads after its name is gone (refresh), and a lookup
-	// of its key that finds that version finds this node (fileIno).
-	// Cleared when the node's key changes without its upload moving along.
-	own      *writeback.Job
-	sess     *writeback.Staging // open write session, if any
-	dirty    bool               // sess has writes not yet committed
-	unlinked bool               // deleted while open: nothing is uploaded
-	writers  int                // open handles with write access
-	ptOpen   int                // open passthrough handles
-	usOpen   int                // open userspace handles
-	usGone   chan struct{}      // closed when usOpen drops to 0 (made by an open that waits for it)
-	ptGone   chan struct{}      // closed when ptOpen drops to 0 (made by a writer's open that waits for it)
-	// pre is the entry before the current write session (zero for a file
-	// created in it); writeErr the first failed write of the session. A
-	// session with a failed write is abandoned at close, back to pre.
-	pre      meta.Entry
-	writeErr error
-	// wrote holds the processes that wrote to sess since it was last
-	// committed: only their close publishes it (see owner.go). tids
-	// caches which process each writing thread belongs to.
-	wrote map[owner]bool
-	tids  ownerCache
-	// live is the session's passthrough state while the kernel writes
-	// its staging file itself (ptwrite.go); nil otherwise. Set at
-	// create, taken off at the release of the last writer.
-	live *liveWrite
-	// orphan is the committed content the node had when its name went
-	// (markUnlinked), held for cache.ReplacedGrace: its key may name
-	// another file by now.
-	orphan *writeback.Content
+	base  string // bucket version the local content derives from ("" none: see writeState.last)
+	// unlinked: the name went (deleted while open, or replaced by a
+	// rename): nothing is uploaded, reads keep what the node held.
+	unlinked bool
+	ptOpen   int // open passthrough handles
+	usOpen   int // open userspace handles
 }
 
 var (
@@ -97,7 +65,8 @@ func newFileNode(f *FS, key string, e meta.Entry) *fileNode {
 
 func (n *fileNode) attr(out *fuse.Attr) {
 	n.mu.Lock()
-	e, writing, lw := n.entry, n.sess != nil, n.live
+	w := n.peekWS()
+	e, writing, lw := n.entry, w.session() != nil, w.liveSession()
 	n.mu.Unlock()
 	if lw != nil {
 		// Written by the kernel: the staging file knows its size.
@@ -144,12 +113,13 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		n.mu.Unlock()
 		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0)
 	}
-	if n.sess == nil && n.entry.Local { // written here: its upload may be complete
+	if n.peekWS().session() == nil && n.entry.Local { // written here: its upload may be complete
 		n.mu.Unlock()
 		n.settleIfUploaded(ctx)
 		n.mu.Lock()
 	}
-	local, committed, e := n.sess != nil || n.entry.Local, n.sess == nil && n.entry.Local, n.entry
+	writing := n.peekWS().session() != nil
+	local, committed, e := writing || n.entry.Local, !writing && n.entry.Local, n.entry
 	n.mu.Unlock()
 	if committed && f.passthrough.Load() {
 		if h := n.openCommitted(); h != nil {
@@ -361,7 +331,7 @@ func (n *fileNode) openCommitted() *committedHandle {
 	}
 	n.mu.Lock()
 	n.waitWritersReleasedLocked()
-	pt := n.sess == nil && (n.ptOpen > 0 || n.usOpen == 0)
+	pt := n.peekWS().session() == nil && (n.ptOpen > 0 || n.usOpen == 0)
 	if pt {
 		n.ptOpen++
 	}

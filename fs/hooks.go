@@ -54,6 +54,6 @@ func (n *fileNode) is(e meta.Entry) bool {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	v, ok := n.own.Landed()
+	v, ok := n.peekWS().ownJob().Landed()
 	return ok && v == e.Version
 }

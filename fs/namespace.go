@@ -86,8 +86,9 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	}
 	e := meta.Entry{Name: name, MTime: time.Now().UnixNano(), Version: "local:" + st.Name(), Local: true}
 	n := newFileNode(f, key, e)
-	n.base = backend.VersionAbsent           // created here: the upload must not replace someone else's
-	n.sess, n.dirty, n.writers = st, true, 1 // pre stays zero: new
+	n.base = backend.VersionAbsent // created here: the upload must not replace someone else's
+	w := n.ws()
+	w.sess, w.dirty, w.writers = st, true, 1 // pre stays zero: new
 	// Creating is new data: the creator's close publishes the (maybe
 	// empty) new file, as `touch` expects.
 	n.markWroteLocked(n.ownerOf(callerPid(ctx)))
@@ -216,8 +217,8 @@ func (n *fileNode) markUnlinked() {
 	}
 	n.mu.Lock()
 	n.unlinked = true
-	if c != nil && n.sess == nil && n.entry.Local && n.orphan == nil {
-		n.orphan, c = c, nil
+	if w := n.peekWS(); c != nil && w.session() == nil && n.entry.Local && (w == nil || w.orphan == nil) {
+		n.ws().orphan, c = c, nil // committed content: keep it (a node only read has none)
 		time.AfterFunc(cache.ReplacedGrace, n.dropOrphan)
 	}
 	n.mu.Unlock()
@@ -239,7 +240,11 @@ func (n *fileNode) markUnlinked() {
 // landed may make one, see fileIno).
 func (n *fileNode) content() (*writeback.Content, bool) {
 	n.mu.Lock()
-	c, gone := n.orphan.Acquire(), n.unlinked
+	var c *writeback.Content
+	if w := n.peekWS(); w != nil {
+		c = w.orphan.Acquire()
+	}
+	gone := n.unlinked
 	n.mu.Unlock()
 	switch {
 	case c != nil:
@@ -252,8 +257,9 @@ func (n *fileNode) content() (*writeback.Content, bool) {
 
 func (n *fileNode) dropOrphan() {
 	n.mu.Lock()
-	c := n.orphan
-	n.orphan = nil
+	w := n.ws() // it has one: markUnlinked set orphan
+	c := w.orphan
+	w.orphan = nil
 	n.mu.Unlock()
 	c.Release()
 }

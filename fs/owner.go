@@ -139,26 +139,28 @@ func killedBy(tid uint32) int {
 // markWroteLocked records that process o wrote to the session. Caller
 // holds n.mu.
 func (n *fileNode) markWroteLocked(o owner) {
-	if n.wrote == nil {
-		n.wrote = map[owner]bool{}
+	w := n.ws()
+	if w.wrote == nil {
+		w.wrote = map[owner]bool{}
 	}
-	n.wrote[o] = true
+	w.wrote[o] = true
 }
 
 // ownerOf returns the process of thread tid, cached for the session.
 func (n *fileNode) ownerOf(tid uint32) owner {
+	w := n.ws()
 	n.mu.Lock()
-	o, ok := n.tids[tid]
+	o, ok := w.tids[tid]
 	n.mu.Unlock()
 	if ok {
 		return o
 	}
 	o = tgidOf(tid)
 	n.mu.Lock()
-	if n.tids == nil {
-		n.tids = ownerCache{}
+	if w.tids == nil {
+		w.tids = ownerCache{}
 	}
-	n.tids[tid] = o
+	w.tids[tid] = o
 	n.mu.Unlock()
 	return o
 }

@@ -40,10 +40,11 @@ func stampOf(f *os.File) (fileStamp, error) {
 // upload, and the fsync only makes it durable: its upload waits for the
 // last close.
 func (n *fileNode) syncLive(ctx context.Context, lw *liveWrite) error {
+	w := n.ws()
 	f := n.fsys
 	lw.mu.Lock()
 	n.mu.Lock()
-	current := n.live == lw
+	current := w.live == lw
 	n.mu.Unlock()
 	if !current || lw.job != nil {
 		defer lw.mu.Unlock()
@@ -57,27 +58,27 @@ func (n *fileNode) syncLive(ctx context.Context, lw *liveWrite) error {
 		return nil // the previous fsync's upload holds all of it
 	}
 	key := n.key.get()
-	n.sessMu.RLock()               // as a write: no commit takes the session meanwhile
+	w.sessMu.RLock()               // as a write: no commit takes the session meanwhile
 	stamp, err := stampOf(lw.file) // before the copy: a write during it makes the two differ
 	size, mtime := stamp.size, stamp.mtime
 	var cp *writeback.Staging
 	if err == nil {
 		cp, err = f.wb.NewStagingCopy(key, lw.file, size)
 	}
-	n.sessMu.RUnlock()
+	w.sessMu.RUnlock()
 	if err != nil {
 		lw.mu.Unlock()
 		return err
 	}
 	n.mu.Lock()
 	base := n.base
-	if v, ok := n.last.Landed(); base == "" && ok {
+	if v, ok := w.last.Landed(); base == "" && ok {
 		base = v
 	}
 	j, err := f.wb.Register(key, cp, base, mtime, false)
 	if err == nil {
-		n.base, n.last = "", j // the file's next commit follows this one
-		n.own = j
+		n.base, w.last = "", j // the file's next commit follows this one
+		w.own = j
 	}
 	n.mu.Unlock()
 	if err == nil {
@@ -98,6 +99,7 @@ func (n *fileNode) syncLive(ctx context.Context, lw *liveWrite) error {
 // latest fsync uploaded, and no close committed it since: then a close
 // has nothing to publish. Caller holds lw.mu.
 func (n *fileNode) unchangedSinceSyncLocked(lw *liveWrite) (fileStamp, bool) {
+	w := n.ws()
 	j := lw.syncedJob
 	if lw.job != nil || j == nil {
 		return fileStamp{}, false
@@ -106,7 +108,7 @@ func (n *fileNode) unchangedSinceSyncLocked(lw *liveWrite) (fileStamp, bool) {
 		return fileStamp{}, false
 	}
 	n.mu.Lock()
-	same := n.last == j && n.writeErr == nil && !n.unlinked
+	same := w.last == j && w.writeErr == nil && !n.unlinked
 	n.mu.Unlock()
 	if !same || !n.fsys.wb.FineTimestamps() {
 		return fileStamp{}, false
@@ -126,14 +128,15 @@ func (n *fileNode) setEntryStamp(s fileStamp) {
 // release with nothing to commit: its fsync's upload sent what it holds.
 // Caller holds the session's lw.mu.
 func (n *fileNode) endUnchangedSession(s fileStamp) {
-	n.sessMu.Lock()
+	w := n.ws()
+	w.sessMu.Lock()
 	n.mu.Lock()
-	st := n.sess
-	n.sess, n.dirty = nil, false
-	n.wrote, n.tids = nil, nil
+	st := w.sess
+	w.sess, w.dirty = nil, false
+	w.wrote, w.tids = nil, nil
 	n.entry.Size, n.entry.MTime = s.size, s.mtime
 	n.mu.Unlock()
-	n.sessMu.Unlock()
+	w.sessMu.Unlock()
 	if st != nil {
 		n.fsys.wb.EndUnchanged(st)
 	}

@@ -126,8 +126,9 @@ func (f *FS) dupStaging(n *fileNode, st *writeback.Staging) (*os.File, error) {
 // write session and returns the handle of the open that starts it. Caller
 // holds n.mu, or n is not yet visible to others.
 func (f *FS) goLive(n *fileNode, file *os.File) *liveHandle {
+	w := n.ws()
 	lw := &liveWrite{file: file, gen: f.ptw.lowGen.Load()}
-	n.live, n.ptOpen = lw, 1
+	w.live, n.ptOpen = lw, 1
 	f.ptw.mu.Lock()
 	if f.ptw.nodes == nil {
 		f.ptw.nodes = map[*fileNode]struct{}{}
@@ -188,10 +189,11 @@ func (f *FS) checkFree() bool {
 // reserveLive makes the cache account for what the kernel wrote into n's
 // staging file so far (evicting cached objects for it), until its commit.
 func (n *fileNode) reserveLive() {
-	n.sessMu.RLock() // as a write: a commit takes the session's reservation
-	defer n.sessMu.RUnlock()
+	w := n.ws()
+	w.sessMu.RLock() // as a write: a commit takes the session's reservation
+	defer w.sessMu.RUnlock()
 	n.mu.Lock()
-	st := n.sess
+	st := w.sess
 	n.mu.Unlock()
 	if st == nil {
 		return
@@ -217,13 +219,14 @@ func (h *liveHandle) PassthroughFd() (int, bool) { return int(h.lw.file.Fd()), t
 // openLive opens n, in a passthrough write session, for reading or
 // writing; nil if n has none. Caller holds n.mu.
 func (n *fileNode) openLiveLocked(writable bool) *liveHandle {
-	lw := n.live
+	w := n.peekWS() // every open asks: no write state made for it
+	lw := w.liveSession()
 	if lw == nil {
 		return nil
 	}
 	n.ptOpen++
 	if writable {
-		n.writers++
+		w.writers++
 	}
 	n.fsys.stats.PassthroughOpens.Add(1)
 	return &liveHandle{fileHandle: &fileHandle{n: n, pt: true, writable: writable}, lw: lw}
@@ -261,10 +264,11 @@ func (n *fileNode) truncateLive(lw *liveWrite, size int64) error {
 // publishLive journals the file as it stands at a writer's close (or
 // fsync): the first time as a live commit, afterwards by Restage.
 func (n *fileNode) publishLive(ctx context.Context, lw *liveWrite) error {
+	w := n.ws()
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	n.mu.Lock()
-	current := n.live == lw
+	current := w.live == lw
 	n.mu.Unlock()
 	if !current {
 		return nil // the last release took over
@@ -300,6 +304,7 @@ func (n *fileNode) publishLive(ctx context.Context, lw *liveWrite) error {
 // is journaled as it stands and let go for upload, or kept aside if a
 // writer was killed or the disk nearly ran full meanwhile.
 func (n *fileNode) finishLive(lw *liveWrite) {
+	w := n.ws()
 	f := n.fsys
 	ctx := context.Background()
 	defer func() {
@@ -328,7 +333,7 @@ func (n *fileNode) finishLive(lw *liveWrite) {
 		return
 	}
 	n.mu.Lock()
-	werr, unlinked := n.writeErr, n.unlinked
+	werr, unlinked := w.writeErr, n.unlinked
 	n.mu.Unlock()
 	if unlinked {
 		return // its upload was cancelled with the name

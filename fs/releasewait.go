@@ -26,13 +26,14 @@ const readerReleaseWait = time.Second
 // content is committed (a RELEASE may be on its way). Caller holds n.mu;
 // it is released while waiting and held again on return.
 func (n *fileNode) waitWritersReleasedLocked() {
-	if n.ptOpen > 0 || n.usOpen == 0 || n.usOpen != n.writers || n.sess != nil {
+	w := n.peekWS()
+	if n.ptOpen > 0 || n.usOpen == 0 || n.usOpen != w.writerCount() || w.session() != nil {
 		return
 	}
-	if n.usGone == nil {
-		n.usGone = make(chan struct{})
+	if w.usGone == nil { // w is not nil: it has writers
+		w.usGone = make(chan struct{})
 	}
-	n.awaitReleaseLocked(n.usGone, releaseWait)
+	n.awaitReleaseLocked(w.usGone, releaseWait)
 }
 
 // waitReadersReleasedLocked waits, up to readerReleaseWait, until the node has
@@ -46,10 +47,11 @@ func (n *fileNode) waitReadersReleasedLocked() {
 	if n.ptOpen == 0 {
 		return
 	}
-	if n.ptGone == nil {
-		n.ptGone = make(chan struct{})
+	w := n.ws() // a writer's open
+	if w.ptGone == nil {
+		w.ptGone = make(chan struct{})
 	}
-	n.awaitReleaseLocked(n.ptGone, readerReleaseWait)
+	n.awaitReleaseLocked(w.ptGone, readerReleaseWait)
 }
 
 // awaitReleaseLocked waits, up to bound, for gone to be closed. Caller

@@ -83,7 +83,10 @@ func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir,
 	ne := meta.Entry{Name: newName, Size: info.Size, MTime: info.MTime.UnixNano(), Version: info.Version}
 	n.mu.Lock()
 	n.key.set(newKey)
-	n.entry, n.base, n.last, n.own = ne, info.Version, nil, nil
+	n.entry, n.base = ne, info.Version
+	if w := n.peekWS(); w != nil {
+		w.last, w.own = nil, nil
+	}
 	n.mu.Unlock()
 	f.meta.Remove(oldDir, oldName)
 	// The file it replaced may have been written here: its local entry
@@ -198,10 +201,11 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 // unsent when the old key cannot hold an object of this file: created
 // here and not committed yet, or none of its uploads started (Rekey).
 func (f *FS) moveLocal(n *fileNode, oldKey, newKey string) (local, unsent bool, err error) {
-	n.sessMu.Lock()
-	defer n.sessMu.Unlock()
+	w := n.ws() // renamed: as if written (the lock orders it against writes)
+	w.sessMu.Lock()
+	defer w.sessMu.Unlock()
 	n.mu.Lock()
-	writing, isLocal := n.sess != nil, n.entry.Local
+	writing, isLocal := w.sess != nil, n.entry.Local
 	created := n.base == backend.VersionAbsent // never committed: a commit clears base
 	n.mu.Unlock()
 	if !writing && !isLocal {
@@ -215,9 +219,9 @@ func (f *FS) moveLocal(n *fileNode, oldKey, newKey string) (local, unsent bool, 
 	}
 	n.mu.Lock()
 	n.key.set(newKey)
-	n.base, n.last = "", nil // rename replaces whatever the new name holds
+	n.base, w.last = "", nil // rename replaces whatever the new name holds
 	if !r.Moved {
-		n.own = nil // what it uploaded went up under the old name
+		w.own = nil // what it uploaded went up under the old name
 	}
 	e := n.entry
 	n.mu.Unlock()
@@ -279,7 +283,7 @@ func (f *FS) localUnder(prefix string) []*fileNode {
 	for _, n := range cands {
 		key := n.key.get()
 		n.mu.Lock()
-		writing := n.sess != nil
+		writing := n.peekWS().session() != nil
 		n.mu.Unlock()
 		if writing || f.wb.Pending(key) {
 			out = append(out, n)
@@ -304,7 +308,9 @@ func rekeyTree(in *gofs.Inode, oldPrefix, newPrefix string, copied map[string]ba
 		if k := n.key.get(); strings.HasPrefix(k, oldPrefix) {
 			nk := newPrefix + strings.TrimPrefix(k, oldPrefix)
 			n.key.set(nk)
-			n.last, n.own = nil, nil // its uploads went up under the old name
+			if w := n.peekWS(); w != nil {
+				w.last, w.own = nil, nil // its uploads went up under the old name
+			}
 			if info, ok := copied[nk]; ok && !n.entry.Local {
 				n.entry.Version, n.base = info.Version, info.Version
 			}

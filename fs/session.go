@@ -28,6 +28,7 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	if f.wb == nil {
 		return nil, 0, syscall.EROFS
 	}
+	w := n.ws()
 	if trunc {
 		if h := n.openRewrite(); h != nil {
 			return h, 0, 0
@@ -47,7 +48,7 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	// staging the current content would copy, or even download, a whole
 	// checkpoint that the next request may truncate.
 	n.mu.Lock()
-	n.writers++
+	w.writers++
 	n.usOpen++
 	n.mu.Unlock()
 	f.stats.UserspaceOpens.Add(1)
@@ -78,8 +79,9 @@ func (n *fileNode) truncateAtOpen(ctx context.Context, h *fileHandle) syscall.Er
 // (ptwrite.go); nil when passthrough writes are off or the file is in use
 // (the userspace path then truncates it).
 func (n *fileNode) openRewrite() *liveHandle {
+	w := n.ws()
 	f := n.fsys
-	idle := func() bool { return n.live == nil && n.sess == nil && n.writers == 0 && n.ptOpen == 0 && n.usOpen == 0 }
+	idle := func() bool { return w.live == nil && w.sess == nil && w.writers == 0 && n.ptOpen == 0 && n.usOpen == 0 }
 	n.mu.Lock()
 	ok := idle()
 	n.mu.Unlock()
@@ -97,21 +99,21 @@ func (n *fileNode) openRewrite() *liveHandle {
 		return nil
 	}
 	pending := f.wb.Pending(key)
-	n.sessMu.Lock()
+	w.sessMu.Lock()
 	n.mu.Lock()
 	if !idle() {
 		n.mu.Unlock()
-		n.sessMu.Unlock()
+		w.sessMu.Unlock()
 		file.Close()
 		st.Discard()
 		return nil
 	}
 	n.installSessionLocked(st, true, pending)
 	h := f.goLive(n, file)
-	n.writers = 1
+	w.writers = 1
 	e := n.entry
 	n.mu.Unlock()
-	n.sessMu.Unlock()
+	w.sessMu.Unlock()
 	f.stats.PassthroughOpens.Add(1)
 	f.trackLocal(n, key, e)
 	return h
@@ -122,9 +124,10 @@ func (n *fileNode) openRewrite() *liveHandle {
 // staged with no lock held (it may be a copy of a large file or a bucket
 // fetch); if another writer installed a session meanwhile, that one wins.
 func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
+	w := n.ws()
 	f := n.fsys
 	n.mu.Lock()
-	st := n.sess
+	st := w.sess
 	n.mu.Unlock()
 	if st == nil {
 		st, err := n.newSession(ctx, trunc)
@@ -133,15 +136,15 @@ func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
 		}
 		key := n.key.get()
 		pending := f.wb.Pending(key)
-		n.sessMu.Lock()
+		w.sessMu.Lock()
 		n.mu.Lock()
-		installed := n.sess == nil
+		installed := w.sess == nil
 		if installed {
 			n.installSessionLocked(st, trunc, pending)
 		}
 		e := n.entry
 		n.mu.Unlock()
-		n.sessMu.Unlock()
+		w.sessMu.Unlock()
 		if installed {
 			f.trackLocal(n, key, e)
 			return nil
@@ -154,10 +157,10 @@ func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
 		return nil
 	}
 	// Truncate the session in place: under sessMu shared, as a write.
-	n.sessMu.RLock()
-	defer n.sessMu.RUnlock()
+	w.sessMu.RLock()
+	defer w.sessMu.RUnlock()
 	n.mu.Lock()
-	st = n.sess
+	st = w.sess
 	n.mu.Unlock()
 	if st == nil { // committed meanwhile: the next write starts afresh
 		return n.startSessionAgain(ctx)
@@ -166,18 +169,19 @@ func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
 		return err
 	}
 	n.mu.Lock()
-	n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
+	n.entry.Size, n.entry.MTime, w.dirty = 0, time.Now().UnixNano(), true
 	n.mu.Unlock()
 	return nil
 }
 
 // installSessionLocked makes st the node's session: empty (trunc) or
 // holding the file's content; pending says an upload of the key is still
-// in the writeback manager. Caller holds sessMu and mu, and n.sess is nil.
+// in the writeback manager. Caller holds sessMu and mu, and w.sess is nil.
 func (n *fileNode) installSessionLocked(st *writeback.Staging, trunc, pending bool) {
-	n.sess, n.pre, n.writeErr = st, n.entry, nil
+	w := n.ws()
+	w.sess, w.pre, w.writeErr = st, n.entry, nil
 	if trunc {
-		n.entry.Size, n.entry.MTime, n.dirty = 0, time.Now().UnixNano(), true
+		n.entry.Size, n.entry.MTime, w.dirty = 0, time.Now().UnixNano(), true
 	} else {
 		n.entry.Size = st.Size()
 	}
@@ -189,8 +193,9 @@ func (n *fileNode) installSessionLocked(st *writeback.Staging, trunc, pending bo
 
 // startSessionAgain is startSession(trunc) after a commit raced it.
 func (n *fileNode) startSessionAgain(ctx context.Context) error {
-	n.sessMu.RUnlock()
-	defer n.sessMu.RLock()
+	w := n.ws()
+	w.sessMu.RUnlock()
+	defer w.sessMu.RLock()
 	return n.startSession(ctx, true)
 }
 
@@ -236,8 +241,9 @@ func (n *fileNode) newSession(ctx context.Context, trunc bool) (*writeback.Stagi
 // may be newer than its own upload (a rewrite through another inode of
 // the name: on local disk, one file).
 func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
+	w := n.peekWS() // a read path: no write state made for it
 	n.mu.Lock()
-	if v, ok := n.own.Landed(); ok && n.unlinked && n.sess == nil && n.entry.Local {
+	if v, ok := w.ownJob().Landed(); ok && n.unlinked && w.session() == nil && n.entry.Local {
 		n.entry.Local, n.entry.Version, n.base = false, v, v
 	}
 	e, gone := n.entry, n.unlinked
@@ -256,7 +262,7 @@ func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
 	}
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.sess == nil && n.entry.Local && !n.unlinked && !e.Local && !e.Dir && n.key.get() == key {
+	if n.peekWS().session() == nil && n.entry.Local && !n.unlinked && !e.Local && !e.Dir && n.key.get() == key {
 		n.entry, n.base = e, e.Version
 	}
 	return n.entry, nil

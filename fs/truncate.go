@@ -28,7 +28,7 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 	}
 	if mt, ok := in.GetMTime(); ok {
 		n.mu.Lock()
-		if n.sess != nil || n.entry.Local {
+		if n.peekWS().session() != nil || n.entry.Local {
 			n.entry.MTime = mt.UnixNano() // honoured until the bucket assigns its own
 		}
 		n.mu.Unlock()
@@ -43,12 +43,13 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 // truncate sets the size; a path truncate (no writer open) commits at once.
 // An explicit truncation is new data of the process o that asked for it.
 func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
+	w := n.ws()
 	// Not cancelled by the kernel's INTERRUPT, as a close is not (Flush):
 	// any signal to the caller would fail truncate(2) with EINTR midway
 	// through staging or uploading.
 	ctx = uninterrupted(ctx)
 	n.mu.Lock()
-	lw := n.live
+	lw := w.live
 	n.mu.Unlock()
 	if lw != nil {
 		return n.truncateLive(lw, size)
@@ -56,9 +57,9 @@ func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 	if err := n.startSession(ctx, size == 0); err != nil {
 		return err
 	}
-	n.sessMu.RLock()
+	w.sessMu.RLock()
 	n.mu.Lock()
-	st := n.sess
+	st := w.sess
 	n.mu.Unlock()
 	var terr error
 	if st != nil {
@@ -69,13 +70,13 @@ func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 		n.markWroteLocked(o)
 	}
 	if terr == nil {
-		n.entry.Size, n.entry.MTime, n.dirty = size, time.Now().UnixNano(), true
-	} else if n.writeErr == nil {
-		n.writeErr = terr
+		n.entry.Size, n.entry.MTime, w.dirty = size, time.Now().UnixNano(), true
+	} else if w.writeErr == nil {
+		w.writeErr = terr
 	}
-	writers := n.writers
+	writers := w.writers
 	n.mu.Unlock()
-	n.sessMu.RUnlock()
+	w.sessMu.RUnlock()
 	if terr != nil {
 		return terr
 	}

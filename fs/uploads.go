@@ -87,7 +87,7 @@ func (f *FS) discarded(key string) {
 		return
 	}
 	n.mu.Lock()
-	writing := n.sess != nil
+	writing := n.peekWS().session() != nil
 	n.mu.Unlock()
 	if writing {
 		return

@@ -22,12 +22,13 @@ var (
 
 func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint32, errno syscall.Errno) {
 	n, f := h.n, h.n.fsys
+	w := n.ws()
 	defer func(start time.Time) { f.observe("write", start, errno) }(time.Now())
 	f.stats.Writes.Add(1)
 	f.stats.WriteBytes.Add(int64(len(data)))
 	o := n.ownerOf(callerPid(ctx))
 	n.mu.Lock()
-	lw := n.live
+	lw := w.live
 	n.mu.Unlock()
 	if lw != nil {
 		// The kernel did not pass this write through (it refused the
@@ -40,12 +41,12 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 		return uint32(k), 0
 	}
 	for range 2 {
-		n.sessMu.RLock()
+		w.sessMu.RLock()
 		n.mu.Lock()
-		st := n.sess
+		st := w.sess
 		n.mu.Unlock()
 		if st == nil { // another descriptor committed the session: open a new one
-			n.sessMu.RUnlock()
+			w.sessMu.RUnlock()
 			if err := n.startSession(ctx, false); err != nil {
 				return 0, toErrno(err)
 			}
@@ -56,14 +57,14 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 		n.markWroteLocked(o) // a failed write counts: its close reports the error
 		switch {
 		case err == nil:
-			n.dirty = true
+			w.dirty = true
 			n.entry.Size = max(n.entry.Size, off+int64(k))
 			n.entry.MTime = time.Now().UnixNano()
-		case n.writeErr == nil:
-			n.writeErr = err // the session will not be uploaded
+		case w.writeErr == nil:
+			w.writeErr = err // the session will not be uploaded
 		}
 		n.mu.Unlock()
-		n.sessMu.RUnlock()
+		w.sessMu.RUnlock()
 		if err != nil {
 			f.log.Warn("fs: write failed; the file will not be uploaded", "key", n.key.get(), "off", off, "err", err)
 			return 0, toErrno(err)
@@ -78,10 +79,23 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 // its upload is complete. Not handled (false): the node reads as the
 // bucket's version.
 func (n *fileNode) readLocal(dest []byte, off int64) (int, error, bool) {
-	n.sessMu.RLock()
-	defer n.sessMu.RUnlock()
+	// Every userspace read asks: a node never written has no write state
+	// and none is made for it. One made after the look (a writer's open
+	// racing this read) is looked at again under its lock.
+	w := n.peekWS()
+	for {
+		if w != nil {
+			w.sessMu.RLock()
+			defer w.sessMu.RUnlock()
+		}
+		if now := n.peekWS(); now != w {
+			w = now
+			continue
+		}
+		break
+	}
 	n.mu.Lock()
-	st, isLocal, size, lw := n.sess, n.entry.Local, n.entry.Size, n.live
+	st, isLocal, size, lw := w.session(), n.entry.Local, n.entry.Size, w.liveSession()
 	n.mu.Unlock()
 	var src io.ReaderAt
 	switch {
@@ -123,31 +137,35 @@ func (n *fileNode) commit(ctx context.Context) error {
 // if the session is one (the kernel keeps writing the staging file: see
 // ptwrite.go). It returns the job made, if any.
 func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback.Job, error) {
+	w := n.peekWS() // an fsync of a file only read asks too
+	if w == nil {
+		return nil, nil
+	}
 	f := n.fsys
 	if lw != nil {
 		n.reserveLive() // before the locks: it may evict
 	}
-	n.sessMu.Lock()
+	w.sessMu.Lock()
 	n.mu.Lock()
-	st, dirty, unlinked := n.sess, n.dirty, n.unlinked
-	if st == nil || (!dirty && !unlinked && n.writeErr == nil) {
+	st, dirty, unlinked := w.sess, w.dirty, n.unlinked
+	if st == nil || (!dirty && !unlinked && w.writeErr == nil) {
 		n.mu.Unlock()
-		n.sessMu.Unlock()
+		w.sessMu.Unlock()
 		return nil, nil
 	}
-	n.sess, n.dirty = nil, false
-	n.wrote, n.tids = nil, nil // a new session starts with no writers
+	w.sess, w.dirty = nil, false
+	w.wrote, w.tids = nil, nil // a new session starts with no writers
 	if unlinked {
 		n.mu.Unlock()
-		n.sessMu.Unlock()
+		w.sessMu.Unlock()
 		st.Discard()
 		return nil, nil
 	}
-	if werr := n.writeErr; werr != nil {
+	if werr := w.writeErr; werr != nil {
 		key := n.key.get()
 		n.abandonLocked()
 		n.mu.Unlock()
-		n.sessMu.Unlock()
+		w.sessMu.Unlock()
 		// Never uploaded, never thrown away: the staged bytes are the
 		// only copy of what the writer managed to write.
 		f.wb.Keep(key, st, werr)
@@ -158,7 +176,7 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 	// the key find them there, with no window in which the file has
 	// neither a session nor pending content. Register does no I/O.
 	base, mtime, key := n.base, n.entry.MTime, n.key.get()
-	if v, ok := n.last.Landed(); base == "" && ok {
+	if v, ok := w.last.Landed(); base == "" && ok {
 		base = v
 	}
 	// Held (async mode) until the file's last close or an fsync: see
@@ -174,16 +192,16 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 		j, err = f.wb.Register(key, st, base, mtime, true)
 	}
 	if err != nil {
-		n.sess, n.dirty = st, true // still a session: a later close tries again
+		w.sess, w.dirty = st, true // still a session: a later close tries again
 		n.mu.Unlock()
-		n.sessMu.Unlock()
+		w.sessMu.Unlock()
 		return nil, err
 	}
-	n.base, n.last = "", j // later commits follow this one
-	n.own = j
+	n.base, w.last = "", j // later commits follow this one
+	w.own = j
 	e := n.entry
 	n.mu.Unlock()
-	n.sessMu.Unlock()
+	w.sessMu.Unlock()
 	f.trackLocal(n, key, e) // listings and new lookups show the committed size
 	if err = f.wb.Journal(ctx, j); err != nil {
 		f.log.Warn("fs: upload failed; the data is kept and retried", "key", key, "err", err)
@@ -201,17 +219,18 @@ func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
 		return 0
 	}
 	n := h.n
+	w := n.ws() // a writer's handle: it has one
 	defer func(start time.Time) { n.fsys.observe("flush", start, errno) }(time.Now())
 	tid := callerPid(ctx)
 	n.mu.Lock()
-	lw := n.live
+	lw := w.live
 	n.mu.Unlock()
 	if lw != nil {
 		return toErrno(n.flushLive(context.WithoutCancel(ctx), lw, tid))
 	}
 	o := tgidOf(tid) // fresh, not cached: a thread id can be reused
 	n.mu.Lock()
-	wrote := n.wrote[o]
+	wrote := w.wrote[o]
 	n.mu.Unlock()
 	if !wrote {
 		return 0 // carries no new data: nothing to publish
@@ -228,9 +247,10 @@ func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
 
 // fail marks the session as not to be uploaded (its commit keeps it aside).
 func (n *fileNode) fail(err error) {
+	w := n.ws()
 	n.mu.Lock()
-	if n.writeErr == nil {
-		n.writeErr = err
+	if w.writeErr == nil {
+		w.writeErr = err
 	}
 	n.mu.Unlock()
 }
@@ -247,7 +267,7 @@ func (n *fileNode) sync(ctx context.Context) error {
 		return nil
 	}
 	n.mu.Lock()
-	lw := n.live
+	lw := n.peekWS().liveSession()
 	n.mu.Unlock()
 	if lw != nil {
 		return n.syncLive(ctx, lw)
@@ -262,36 +282,39 @@ func (n *fileNode) sync(ctx context.Context) error {
 
 // release drops a handle's share of the node.
 func (n *fileNode) release(h *fileHandle) {
+	w := n.peekWS() // not nil for a writer's handle, or one a writer waits on
 	n.mu.Lock()
 	switch {
 	case h.pt:
 		n.ptOpen--
-		if n.ptOpen == 0 && n.ptGone != nil {
-			close(n.ptGone)
-			n.ptGone = nil
+		if n.ptOpen == 0 && w != nil && w.ptGone != nil {
+			close(w.ptGone)
+			w.ptGone = nil
 		}
 	default:
 		n.usOpen--
-		if n.usOpen == 0 && n.usGone != nil {
-			close(n.usGone)
-			n.usGone = nil
+		if n.usOpen == 0 && w != nil && w.usGone != nil {
+			close(w.usGone)
+			w.usGone = nil
 		}
 	}
-	if h.writable {
-		n.writers--
+	if !h.writable {
+		n.mu.Unlock()
+		return
 	}
+	w.writers--
 	// The last writer of a passthrough session: from here on the file
 	// reads as committed, and a new writer starts a session of its own.
 	var lw *liveWrite
-	if h.writable && n.writers == 0 && n.live != nil {
-		lw, n.live = n.live, nil
+	if w.writers == 0 && w.live != nil {
+		lw, w.live = w.live, nil
 	}
 	// Dirty at the last release: written through a shared mapping after
 	// close, truncated by open(O_TRUNC) and closed without a write, or
 	// written by a process other than the ones that closed it. The file
 	// as it stands is what its writers left: publish it now.
-	last := h.writable && n.writers == 0
-	late := last && n.dirty
+	last := w.writers == 0
+	late := last && w.dirty
 	n.mu.Unlock()
 	if lw != nil {
 		n.finishLive(lw)
@@ -315,16 +338,17 @@ func (n *fileNode) release(h *fileHandle) {
 // application saw the failed write; close returns the error again.
 // Caller holds n.mu (and sessMu).
 func (n *fileNode) abandonLocked() {
-	n.fsys.log.Error("fs: a write to this file failed; it is not uploaded and keeps its previous content", "key", n.key.get(), "err", n.writeErr)
-	n.writeErr = nil
+	w := n.ws()
+	n.fsys.log.Error("fs: a write to this file failed; it is not uploaded and keeps its previous content", "key", n.key.get(), "err", w.writeErr)
+	w.writeErr = nil
 	// Created in this session: nothing before it (pre is zero, whatever
 	// version string a bucket object may carry).
-	if n.pre == (meta.Entry{}) {
+	if w.pre == (meta.Entry{}) {
 		n.entry.Local, n.entry.Size = false, 0
 		n.unlinked = true
 		return
 	}
-	n.entry = n.pre
+	n.entry = w.pre
 }
 
 // forgetIfNew removes a new file abandoned by abandonLocked from the tree.

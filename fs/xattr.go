@@ -106,7 +106,7 @@ func (n *fileNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint
 	}
 	key := n.key.get()
 	n.mu.Lock()
-	writing := n.sess != nil
+	writing := n.peekWS().session() != nil
 	n.mu.Unlock()
 	status := "cached"
 	switch wb := n.fsys.wb; {
