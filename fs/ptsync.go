@@ -108,7 +108,7 @@ func (n *fileNode) unchangedSinceSyncLocked(lw *liveWrite) (fileStamp, bool) {
 		return fileStamp{}, false
 	}
 	n.mu.Lock()
-	same := w.last == j && w.writeErr == nil && !n.unlinked
+	same := w.last == j && lw.failure() == nil && !n.unlinked
 	n.mu.Unlock()
 	if !same || !n.fsys.wb.FineTimestamps() {
 		return fileStamp{}, false
@@ -132,7 +132,7 @@ func (n *fileNode) endUnchangedSession(s fileStamp) {
 	w.sessMu.Lock()
 	n.mu.Lock()
 	st := w.sess
-	w.sess, w.dirty = nil, false
+	w.sess = nil
 	w.wrote, w.tids = nil, nil
 	n.entry.Size, n.entry.MTime = s.size, s.mtime
 	n.mu.Unlock()

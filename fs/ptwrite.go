@@ -74,6 +74,22 @@ type liveWrite struct {
 	// Guarded by mu.
 	synced    fileStamp
 	syncedJob *writeback.Job
+	// failed is the session's first failure (a writer killed, the disk
+	// nearly full, a write the kernel did not pass through failing): its
+	// file is kept aside, never uploaded. The kernel's own writes never
+	// reach the daemon, so they cannot fail the staging file's session.
+	failed atomic.Pointer[error]
+}
+
+// fail records err as the session's failure unless one came first.
+func (lw *liveWrite) fail(err error) { lw.failed.CompareAndSwap(nil, &err) }
+
+// failure is the session's first failure, nil if none.
+func (lw *liveWrite) failure() error {
+	if p := lw.failed.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // state returns the staged file's size and mtime (stampOf).
@@ -240,11 +256,11 @@ func (n *fileNode) openLiveLocked(writable bool) *liveHandle {
 func (n *fileNode) flushLive(ctx context.Context, lw *liveWrite, tid uint32) error {
 	if sig := killedBy(tid); sig != 0 {
 		err := fmt.Errorf("fs: %s: a process writing the file was killed by signal %d before closing it: %w", n.key.get(), sig, syscall.EIO)
-		n.fail(err)
+		lw.fail(err)
 		return err
 	}
 	if !n.fsys.checkFree() || n.fsys.ptw.lowGen.Load() != lw.gen {
-		n.fail(errDiskNearlyFull) // close says so; the last release keeps the bytes
+		lw.fail(errDiskNearlyFull) // close says so; the last release keeps the bytes
 		return errDiskNearlyFull
 	}
 	return n.publishLive(ctx, lw)
@@ -255,7 +271,7 @@ func (n *fileNode) flushLive(ctx context.Context, lw *liveWrite, tid uint32) err
 func (n *fileNode) truncateLive(lw *liveWrite, size int64) error {
 	if err := lw.file.Truncate(size); err != nil {
 		err = fmt.Errorf("fs: %s: truncate: %w", n.key.get(), err)
-		n.fail(err)
+		lw.fail(err)
 		return err
 	}
 	return nil
@@ -304,7 +320,6 @@ func (n *fileNode) publishLive(ctx context.Context, lw *liveWrite) error {
 // is journaled as it stands and let go for upload, or kept aside if a
 // writer was killed or the disk nearly ran full meanwhile.
 func (n *fileNode) finishLive(lw *liveWrite) {
-	w := n.ws()
 	f := n.fsys
 	ctx := context.Background()
 	defer func() {
@@ -316,7 +331,7 @@ func (n *fileNode) finishLive(lw *liveWrite) {
 	lw.mu.Lock()
 	defer lw.mu.Unlock()
 	if !f.checkFree() || f.ptw.lowGen.Load() != lw.gen {
-		n.fail(errDiskNearlyFull)
+		lw.fail(errDiskNearlyFull)
 	}
 	key := n.key.get()
 	if s, ok := n.unchangedSinceSyncLocked(lw); ok {
@@ -333,7 +348,7 @@ func (n *fileNode) finishLive(lw *liveWrite) {
 		return
 	}
 	n.mu.Lock()
-	werr, unlinked := w.writeErr, n.unlinked
+	werr, unlinked := lw.failure(), n.unlinked
 	n.mu.Unlock()
 	if unlinked {
 		return // its upload was cancelled with the name
@@ -345,10 +360,9 @@ func (n *fileNode) finishLive(lw *liveWrite) {
 			f.wb.Unhold(key)
 			return
 		}
-		n.fail(werr)
 	}
 	n.mu.Lock()
-	n.abandonLocked()
+	n.abandonLocked(werr)
 	n.mu.Unlock()
 	f.wb.KeepLive(lw.job, werr)
 	n.forgetIfNew()

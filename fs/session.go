@@ -169,7 +169,7 @@ func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
 		return err
 	}
 	n.mu.Lock()
-	n.entry.Size, n.entry.MTime, w.dirty = 0, time.Now().UnixNano(), true
+	n.entry.Size, n.entry.MTime = 0, time.Now().UnixNano()
 	n.mu.Unlock()
 	return nil
 }
@@ -179,9 +179,10 @@ func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
 // in the writeback manager. Caller holds sessMu and mu, and w.sess is nil.
 func (n *fileNode) installSessionLocked(st *writeback.Staging, trunc, pending bool) {
 	w := n.ws()
-	w.sess, w.pre, w.writeErr = st, n.entry, nil
+	w.sess, w.pre = st, n.entry
 	if trunc {
-		n.entry.Size, n.entry.MTime, w.dirty = 0, time.Now().UnixNano(), true
+		n.entry.Size, n.entry.MTime = 0, time.Now().UnixNano()
+		st.MarkDirty()
 	} else {
 		n.entry.Size = st.Size()
 	}

@@ -69,10 +69,8 @@ func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 	if o != noOwner {
 		n.markWroteLocked(o)
 	}
-	if terr == nil {
-		n.entry.Size, n.entry.MTime, w.dirty = size, time.Now().UnixNano(), true
-	} else if w.writeErr == nil {
-		w.writeErr = terr
+	if terr == nil { // a failure is the session's (st.Failed): never uploaded
+		n.entry.Size, n.entry.MTime = size, time.Now().UnixNano()
 	}
 	writers := w.writers
 	n.mu.Unlock()

@@ -35,7 +35,7 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 		// backing file): write where it would have.
 		k, err := lw.file.WriteAt(data, off)
 		if err != nil {
-			n.fail(fmt.Errorf("fs: %s: write: %w", n.key.get(), err))
+			lw.fail(fmt.Errorf("fs: %s: write: %w", n.key.get(), err))
 			return 0, toErrno(err)
 		}
 		return uint32(k), 0
@@ -52,16 +52,12 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 			}
 			continue
 		}
-		k, err := st.WriteAt(data, off)
+		k, err := st.WriteAt(data, off) // a failure is the session's (st.Failed): never uploaded
 		n.mu.Lock()
 		n.markWroteLocked(o) // a failed write counts: its close reports the error
-		switch {
-		case err == nil:
-			w.dirty = true
+		if err == nil {
 			n.entry.Size = max(n.entry.Size, off+int64(k))
 			n.entry.MTime = time.Now().UnixNano()
-		case w.writeErr == nil:
-			w.writeErr = err // the session will not be uploaded
 		}
 		n.mu.Unlock()
 		w.sessMu.RUnlock()
@@ -147,13 +143,20 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 	}
 	w.sessMu.Lock()
 	n.mu.Lock()
-	st, dirty, unlinked := w.sess, w.dirty, n.unlinked
-	if st == nil || (!dirty && !unlinked && w.writeErr == nil) {
+	st, unlinked := w.sess, n.unlinked
+	var werr error
+	if st != nil {
+		werr = st.Failed()
+	}
+	if lw != nil && werr == nil {
+		werr = lw.failure()
+	}
+	if st == nil || (!st.Dirty() && !unlinked && werr == nil) {
 		n.mu.Unlock()
 		w.sessMu.Unlock()
 		return nil, nil
 	}
-	w.sess, w.dirty = nil, false
+	w.sess = nil
 	w.wrote, w.tids = nil, nil // a new session starts with no writers
 	if unlinked {
 		n.mu.Unlock()
@@ -161,9 +164,9 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 		st.Discard()
 		return nil, nil
 	}
-	if werr := w.writeErr; werr != nil {
+	if werr != nil {
 		key := n.key.get()
-		n.abandonLocked()
+		n.abandonLocked(werr)
 		n.mu.Unlock()
 		w.sessMu.Unlock()
 		// Never uploaded, never thrown away: the staged bytes are the
@@ -192,7 +195,7 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 		j, err = f.wb.Register(key, st, base, mtime, true)
 	}
 	if err != nil {
-		w.sess, w.dirty = st, true // still a session: a later close tries again
+		w.sess = st // still a session (dirty): a later close tries again
 		n.mu.Unlock()
 		w.sessMu.Unlock()
 		return nil, err
@@ -240,19 +243,13 @@ func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
 	// fail with EINTR mid-upload. A killed writer does not wait anyway.
 	ctx = context.WithoutCancel(ctx)
 	if sig := killedBy(tid); sig != 0 {
-		n.fail(fmt.Errorf("fs: %s: the writer was killed by signal %d before closing the file: %w", n.key.get(), sig, syscall.EIO))
+		n.mu.Lock()
+		if st := w.sess; st != nil { // the commit keeps it aside
+			st.Fail(fmt.Errorf("fs: %s: the writer was killed by signal %d before closing the file: %w", n.key.get(), sig, syscall.EIO))
+		}
+		n.mu.Unlock()
 	}
 	return toErrno(n.commit(ctx))
-}
-
-// fail marks the session as not to be uploaded (its commit keeps it aside).
-func (n *fileNode) fail(err error) {
-	w := n.ws()
-	n.mu.Lock()
-	if w.writeErr == nil {
-		w.writeErr = err
-	}
-	n.mu.Unlock()
 }
 
 func (h *fileHandle) Fsync(ctx context.Context, flags uint32) (errno syscall.Errno) {
@@ -314,7 +311,7 @@ func (n *fileNode) release(h *fileHandle) {
 	// written by a process other than the ones that closed it. The file
 	// as it stands is what its writers left: publish it now.
 	last := w.writers == 0
-	late := last && w.dirty
+	late := last && w.sess != nil && w.sess.Dirty()
 	n.mu.Unlock()
 	if lw != nil {
 		n.finishLive(lw)
@@ -337,10 +334,9 @@ func (n *fileNode) release(h *fileHandle) {
 // file goes back to what it was before (a new file goes away). The
 // application saw the failed write; close returns the error again.
 // Caller holds n.mu (and sessMu).
-func (n *fileNode) abandonLocked() {
+func (n *fileNode) abandonLocked(werr error) {
 	w := n.ws()
-	n.fsys.log.Error("fs: a write to this file failed; it is not uploaded and keeps its previous content", "key", n.key.get(), "err", w.writeErr)
-	w.writeErr = nil
+	n.fsys.log.Error("fs: a write to this file failed; it is not uploaded and keeps its previous content", "key", n.key.get(), "err", werr)
 	// Created in this session: nothing before it (pre is zero, whatever
 	// version string a bucket object may carry).
 	if w.pre == (meta.Entry{}) {

@@ -32,17 +32,18 @@ type writeState struct {
 	// what the node reads after its name is gone (refresh), and a lookup
 	// of its key that finds that version finds this node (fileIno).
 	// Cleared when the node's key changes without its upload moving along.
-	own     *writeback.Job
-	sess    *writeback.Staging // open write session, if any
-	dirty   bool               // sess has writes not yet committed
-	writers int                // open handles with write access
-	usGone  chan struct{}      // closed when usOpen drops to 0 (made by an open that waits for it)
-	ptGone  chan struct{}      // closed when ptOpen drops to 0 (made by a writer's open that waits for it)
+	own *writeback.Job
+	// sess is the open write session, if any. What it holds is the
+	// session's to say (writeback.Staging: Dirty, new data not yet
+	// committed; Failed, a write that failed, never uploaded).
+	sess    *writeback.Staging
+	writers int           // open handles with write access
+	usGone  chan struct{} // closed when usOpen drops to 0 (made by an open that waits for it)
+	ptGone  chan struct{} // closed when ptOpen drops to 0 (made by a writer's open that waits for it)
 	// pre is the entry before the current write session (zero for a file
-	// created in it); writeErr the first failed write of the session. A
-	// session with a failed write is abandoned at close, back to pre.
-	pre      meta.Entry
-	writeErr error
+	// created in it): a session with a failed write is abandoned at
+	// close, back to pre.
+	pre meta.Entry
 	// wrote holds the processes that wrote to sess since it was last
 	// committed: only their close publishes it (see owner.go). tids
 	// caches which process each writing thread belongs to.

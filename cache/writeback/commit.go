@@ -93,8 +93,12 @@ func (m *Manager) landedLocked(r index.UploadRecord, version string) {
 // Register is the first half of a commit, with no disk I/O, so that the
 // filesystem can call it under its node locks: from its return on, key
 // reads as st's content (Content) and st belongs to the job. Journal does
-// the rest. held (async mode only) keeps the upload for Unhold.
+// the rest. held (async mode only) keeps the upload for Unhold. A session
+// with a failed write is refused (ErrFailedSession): it goes to Keep.
 func (m *Manager) Register(key string, st *Staging, base string, mtime int64, held bool) (*Job, error) {
+	if err := st.Failed(); err != nil {
+		return nil, fmt.Errorf("writeback: %s: %w: %w", key, ErrFailedSession, err)
+	}
 	size := st.Size()
 	c, err := dupContent(st.f, size, mtime)
 	if err != nil {

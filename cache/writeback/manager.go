@@ -124,6 +124,9 @@ type Manager struct {
 // ErrReadOnly: the backend takes no writes.
 var ErrReadOnly = errors.New("writeback: backend does not accept writes")
 
+// ErrFailedSession: Register of a session with a failed write (Staging.Failed).
+var ErrFailedSession = errors.New("a write to this file failed, so it is not uploaded")
+
 // New starts the write path of source be on store, resuming every upload
 // found in the journal.
 func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Manager, error) {

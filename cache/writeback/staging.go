@@ -19,9 +19,16 @@ type Staging struct {
 	f    *os.File
 	key  string // guarded by Manager.mu (a rename changes it)
 
-	mu       sync.Mutex // guards size, reserved
+	mu       sync.Mutex // guards the fields below
 	size     int64
 	reserved int64 // bytes accounted against the cache limit
+	// dirty: the session holds content its writers meant, not yet
+	// committed (a write, a truncation, a new file); a copy of the file's
+	// previous content is not. failed is its first write or truncation
+	// that failed (or Fail's reason): such a session is never uploaded
+	// (Register refuses it), only kept aside (Keep).
+	dirty  bool
+	failed error
 
 	// eager sends the file's parts while it is written (sync mode; nil
 	// otherwise); it goes to the upload job at commit (eager.go).
@@ -141,14 +148,14 @@ func (s *Staging) reserve(n int64) error {
 func (s *Staging) WriteAt(p []byte, off int64) (int, error) {
 	end := off + int64(len(p))
 	if err := s.reserve(end); err != nil {
-		return 0, err
+		return 0, s.fail(err)
 	}
 	n, err := s.f.WriteAt(p, off)
 	if err != nil {
-		return n, fmt.Errorf("writeback: write staging file: %w", err)
+		return n, s.fail(fmt.Errorf("writeback: write staging file: %w", err))
 	}
 	s.mu.Lock()
-	s.size = max(s.size, end)
+	s.size, s.dirty = max(s.size, end), true
 	s.mu.Unlock()
 	s.eager.wrote(off, end)
 	return n, nil
@@ -160,16 +167,57 @@ func (s *Staging) ReadAt(p []byte, off int64) (int, error) { return s.f.ReadAt(p
 // Truncate sets the staged file's size.
 func (s *Staging) Truncate(n int64) error {
 	if err := s.reserve(n); err != nil {
-		return err
+		return s.fail(err)
 	}
 	if err := s.f.Truncate(n); err != nil {
-		return fmt.Errorf("writeback: truncate staging file: %w", err)
+		return s.fail(fmt.Errorf("writeback: truncate staging file: %w", err))
 	}
 	s.mu.Lock()
-	s.size = n
+	s.size, s.dirty = n, true
 	s.mu.Unlock()
 	s.eager.truncated(n)
 	return nil
+}
+
+// Fail marks the session as not to be uploaded, for err, unless an
+// earlier failure did: a writer killed before its close, whose bytes may
+// be half of what it meant.
+func (s *Staging) Fail(err error) { _ = s.fail(err) }
+
+// fail records err as the session's failure if it is the first, and
+// returns it.
+func (s *Staging) fail(err error) error {
+	s.mu.Lock()
+	if s.failed == nil {
+		s.failed = err
+	}
+	s.mu.Unlock()
+	return err
+}
+
+// Failed is the session's first failure: non-nil, it is never uploaded.
+func (s *Staging) Failed() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.failed
+}
+
+// MarkDirty says the session's content is new as it stands (a file
+// created, or emptied by an open with O_TRUNC): its close publishes it
+// even with no write.
+func (s *Staging) MarkDirty() {
+	s.mu.Lock()
+	s.dirty = true
+	s.mu.Unlock()
+}
+
+// Dirty reports whether the session holds content its writers meant to
+// change (a write, a truncation, MarkDirty); a session staged as a copy
+// of the file and not written since is not.
+func (s *Staging) Dirty() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.dirty
 }
 
 // Sync makes the staged bytes durable.

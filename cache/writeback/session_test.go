@@ -1,0 +1,104 @@
+package writeback
+
+import (
+	"context"
+	"errors"
+	"testing"
+
+	"github.com/stratafs/strata/cache"
+)
+
+// TestSessionOwnsDirtyAndFailure: a write session knows itself whether it
+// holds new content and whether a write of it failed, and the manager
+// never takes a failed one for upload, whoever asks.
+func TestSessionOwnsDirtyAndFailure(t *testing.T) {
+	b := newBucket()
+	e := newEnv(t, Sync, b, t.TempDir())
+	ctx := context.Background()
+
+	st, err := e.m.NewStaging("copy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Dirty() || st.Failed() != nil {
+		t.Fatalf("a new session: dirty %v, failed %v", st.Dirty(), st.Failed())
+	}
+	if _, err := st.WriteAt([]byte("abc"), 0); err != nil {
+		t.Fatal(err)
+	}
+	if !st.Dirty() {
+		t.Fatal("a written session is not dirty")
+	}
+	st.Discard()
+
+	// A copy of the file's content is not new data; a truncation is.
+	src := e.stage(t, []byte("previous"))
+	cp, err := e.m.NewStagingCopy("copy", src.f, src.Size())
+	src.Discard()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cp.Dirty() {
+		t.Fatal("a copy of the previous content counts as new data")
+	}
+	if err := cp.Truncate(3); err != nil || !cp.Dirty() {
+		t.Fatalf("truncated: %v, dirty %v", err, cp.Dirty())
+	}
+	cp.Discard()
+
+	// The first failure is the one kept; the session is refused.
+	bad, _ := e.m.NewStaging("bad")
+	if _, err := bad.WriteAt([]byte("half"), 0); err != nil {
+		t.Fatal(err)
+	}
+	first, second := errors.New("killed"), errors.New("later")
+	bad.Fail(first)
+	bad.Fail(second)
+	if !errors.Is(bad.Failed(), first) {
+		t.Fatalf("failed = %v, want the first failure", bad.Failed())
+	}
+	if _, err := e.m.Commit(ctx, "bad", bad, "", 0); !errors.Is(err, ErrFailedSession) || !errors.Is(err, first) {
+		t.Fatalf("commit of a failed session: %v", err)
+	}
+	if _, ok := b.get("bad"); ok || b.puts.Load() != 0 {
+		t.Fatal("a failed session was uploaded")
+	}
+	if e.m.Pending("bad") {
+		t.Fatal("a failed session is pending upload")
+	}
+	e.m.Keep("bad", bad, bad.Failed()) // still the writer's: kept aside whole
+	if s := e.m.Summary(); len(s.Failed) != 1 || s.Failed[0].Key != "bad" {
+		t.Fatalf("summary %+v", s)
+	}
+}
+
+// TestSessionRecordsARefusedWrite: a write the cache has no room for
+// fails the session (dd into a full cache disk), so its close cannot
+// upload what is left.
+func TestSessionRecordsARefusedWrite(t *testing.T) {
+	dir := t.TempDir()
+	e := &env{store: openStore(t, dir, 1<<20), bucket: newBucket()}
+	m, err := New(e.store, e.bucket, DefaultOptions(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.m = m
+	t.Cleanup(e.close)
+	st, _ := m.NewStaging("k")
+	if _, err := st.WriteAt(make([]byte, 512<<10), 0); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.WriteAt(make([]byte, 1<<20), 512<<10); !errors.Is(err, cache.ErrNoSpace) {
+		t.Fatalf("want ErrNoSpace, got %v", err)
+	}
+	if !errors.Is(st.Failed(), cache.ErrNoSpace) {
+		t.Fatalf("failed = %v after a refused write", st.Failed())
+	}
+	if err := st.Truncate(4 << 20); !errors.Is(err, cache.ErrNoSpace) {
+		t.Fatalf("truncate past the limit: %v", err)
+	}
+	if _, err := m.Register("k", st, "", 0, false); !errors.Is(err, cache.ErrNoSpace) {
+		t.Fatalf("register: %v", err)
+	}
+	st.Discard()
+}
