@@ -38,9 +38,9 @@
 // (writestate.go): a node only ever read, most of a dataset's, has none. A close publishes it
 // only when the closing process wrote to it since the last upload and is
 // not dying of a signal (owner.go says how processes are told apart).
-// Whether a session holds new data and whether a write of it failed is
-// the session's own record (writeback.Staging: Dirty, Failed; fs keeps
-// no copy); a session with a failed write is never uploaded (Register
+// Whether a session holds new data, who wrote to it and whether a write
+// of it failed is the session's own record (writeback.Staging: Dirty,
+// WrittenBy, Failed; fs keeps no copy); a session with a failed write is never uploaded (Register
 // refuses it) and is kept aside. Once
 // committed, the content belongs to the writeback manager, found by key:
 // reads ask it (Manager.Content) until the upload is complete (a node

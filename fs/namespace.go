@@ -92,7 +92,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	st.MarkDirty()
 	// Creating is new data: the creator's close publishes the (maybe
 	// empty) new file, as `touch` expects.
-	n.markWroteLocked(n.ownerOf(callerPid(ctx)))
+	markWrote(st, n.ownerOf(callerPid(ctx)))
 	var h gofs.FileHandle
 	if f.passthroughWrites() {
 		if lh := f.startLive(n, st); lh != nil {

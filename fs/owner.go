@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/strata/cache/writeback"
 )
 
 // Who closes a file decides whether the close publishes it. FUSE sends a
@@ -136,17 +138,15 @@ func killedBy(tid uint32) int {
 	return int(syscall.SIGKILL)
 }
 
-// markWroteLocked records that process o wrote to the session. Caller
-// holds n.mu.
-func (n *fileNode) markWroteLocked(o owner) {
-	w := n.ws()
-	if w.wrote == nil {
-		w.wrote = map[owner]bool{}
-	}
-	w.wrote[o] = true
-}
+// markWrote records that process o wrote to session st (the session
+// keeps its writers: writeback.Staging.NoteWriter).
+func markWrote(st *writeback.Staging, o owner) { st.NoteWriter(int64(o)) }
 
-// ownerOf returns the process of thread tid, cached for the session.
+// wroteTo reports whether process o wrote to session st.
+func wroteTo(st *writeback.Staging, o owner) bool { return st.WrittenBy(int64(o)) }
+
+// ownerOf returns the process of thread tid, cached until the session's
+// commit (a thread id can be reused).
 func (n *fileNode) ownerOf(tid uint32) owner {
 	w := n.ws()
 	n.mu.Lock()

@@ -133,7 +133,7 @@ func (n *fileNode) endUnchangedSession(s fileStamp) {
 	n.mu.Lock()
 	st := w.sess
 	w.sess = nil
-	w.wrote, w.tids = nil, nil
+	w.tids = nil
 	n.entry.Size, n.entry.MTime = s.size, s.mtime
 	n.mu.Unlock()
 	w.sessMu.Unlock()

@@ -66,8 +66,8 @@ func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 		terr = st.Truncate(size)
 	}
 	n.mu.Lock()
-	if o != noOwner {
-		n.markWroteLocked(o)
+	if o != noOwner && st != nil {
+		markWrote(st, o)
 	}
 	if terr == nil { // a failure is the session's (st.Failed): never uploaded
 		n.entry.Size, n.entry.MTime = size, time.Now().UnixNano()

@@ -54,7 +54,7 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 		}
 		k, err := st.WriteAt(data, off) // a failure is the session's (st.Failed): never uploaded
 		n.mu.Lock()
-		n.markWroteLocked(o) // a failed write counts: its close reports the error
+		markWrote(st, o) // a failed write counts: its close reports the error
 		if err == nil {
 			n.entry.Size = max(n.entry.Size, off+int64(k))
 			n.entry.MTime = time.Now().UnixNano()
@@ -157,7 +157,7 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 		return nil, nil
 	}
 	w.sess = nil
-	w.wrote, w.tids = nil, nil // a new session starts with no writers
+	w.tids = nil // the next session's threads are asked again
 	if unlinked {
 		n.mu.Unlock()
 		w.sessMu.Unlock()
@@ -233,8 +233,9 @@ func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
 	}
 	o := tgidOf(tid) // fresh, not cached: a thread id can be reused
 	n.mu.Lock()
-	wrote := w.wrote[o]
+	st := w.sess
 	n.mu.Unlock()
+	wrote := st != nil && wroteTo(st, o)
 	if !wrote {
 		return 0 // carries no new data: nothing to publish
 	}

@@ -44,11 +44,10 @@ type writeState struct {
 	// created in it): a session with a failed write is abandoned at
 	// close, back to pre.
 	pre meta.Entry
-	// wrote holds the processes that wrote to sess since it was last
-	// committed: only their close publishes it (see owner.go). tids
-	// caches which process each writing thread belongs to.
-	wrote map[owner]bool
-	tids  ownerCache
+	// tids caches which process each writing thread belongs to, until
+	// the session's commit (who wrote to it is the session's record:
+	// writeback.Staging.WrittenBy, owner.go).
+	tids ownerCache
 	// live is the session's passthrough state while the kernel writes
 	// its staging file itself (ptwrite.go); nil otherwise. Set at
 	// create, taken off at the release of the last writer.

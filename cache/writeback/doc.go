@@ -58,9 +58,10 @@
 // reserves space first, and a full cache is ENOSPC, never a truncation
 // (without --cache-size, staged bytes may use the tenth of the disk the
 // cache keeps free: cache.Store.ReserveStaging).
-// A write session records whether it holds new data (Staging.Dirty) and
-// its first failed write or truncation (Staging.Failed, or Fail for a
-// writer killed mid-file); Register refuses a failed session, which the
+// A write session records whether it holds new data (Staging.Dirty), who
+// wrote to it (NoteWriter, WrittenBy: the filesystem publishes it only
+// at a writer's close) and its first failed write or truncation
+// (Staging.Failed, or Fail for a writer killed mid-file); Register refuses a failed session, which the
 // filesystem keeps aside instead: a write that must not be uploaded is
 // kept under failed-writes (kept.go).
 //

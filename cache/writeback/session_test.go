@@ -72,6 +72,27 @@ func TestSessionOwnsDirtyAndFailure(t *testing.T) {
 	}
 }
 
+// TestSessionKnowsItsWriters: a session knows who wrote to it, and a new
+// session (after a commit) starts with no writer, so that a close by a
+// process that wrote only to an earlier one publishes nothing.
+func TestSessionKnowsItsWriters(t *testing.T) {
+	e := newEnv(t, Async, newBucket(), t.TempDir())
+	st, _ := e.m.NewStaging("k")
+	const parent, child = 100, 101
+	st.NoteWriter(parent)
+	if !st.WrittenBy(parent) || st.WrittenBy(child) {
+		t.Fatalf("writers: parent %v, child %v", st.WrittenBy(parent), st.WrittenBy(child))
+	}
+	if _, err := e.m.Commit(context.Background(), "k", st, "", 0); err != nil {
+		t.Fatal(err)
+	}
+	next, _ := e.m.NewStaging("k")
+	defer next.Discard()
+	if next.WrittenBy(parent) {
+		t.Fatal("a new session counts the previous session's writer")
+	}
+}
+
 // TestSessionRecordsARefusedWrite: a write the cache has no room for
 // fails the session (dd into a full cache disk), so its close cannot
 // upload what is left.

@@ -29,6 +29,9 @@ type Staging struct {
 	// (Register refuses it), only kept aside (Keep).
 	dirty  bool
 	failed error
+	// writers: who wrote to the session (processes, as the filesystem
+	// tells them apart: NoteWriter). Only a writer's close publishes it.
+	writers map[int64]struct{}
 
 	// eager sends the file's parts while it is written (sync mode; nil
 	// otherwise); it goes to the upload job at commit (eager.go).
@@ -218,6 +221,27 @@ func (s *Staging) Dirty() bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.dirty
+}
+
+// NoteWriter records that writer (a process, as the filesystem tells them
+// apart) wrote to the session, truncated it or created it.
+func (s *Staging) NoteWriter(writer int64) {
+	s.mu.Lock()
+	if s.writers == nil {
+		s.writers = map[int64]struct{}{}
+	}
+	s.writers[writer] = struct{}{}
+	s.mu.Unlock()
+}
+
+// WrittenBy reports whether writer wrote to the session (NoteWriter): a
+// close by anyone else (a forked child dropping its inherited copy) has
+// nothing of its own to publish.
+func (s *Staging) WrittenBy(writer int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	_, ok := s.writers[writer]
+	return ok
 }
 
 // Sync makes the staged bytes durable.
