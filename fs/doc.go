@@ -12,7 +12,11 @@
 // Refresh, which also invalidates the kernel's entry) returns a new
 // inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of the
 // old version never serve the new one, and handles opened on the old
-// version keep reading exactly the bytes they opened. The kernel keeps an
+// version keep reading exactly the bytes they opened. A node's own version
+// changes only through the node (its upload landing, a rename copying
+// it), and every handle of it follows (fileHandle.readBucketCopy), as every
+// descriptor of a local file reads what was written through another: a
+// database reads back the pages it just synced. The kernel keeps an
 // entry for what is left of the TTL of the metadata it came from
 // (meta.Cache.LookupLease, FS.entryTimeout), never a whole TTL from now.
 //

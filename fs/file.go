@@ -195,13 +195,23 @@ func (n *fileNode) settleIfUploaded(ctx context.Context) {
 
 // fileHandle serves one open file from userspace: from the cache (obj),
 // or from local content while the node has any.
+//
+// A handle reads its node's content as it is now, as every descriptor of
+// a file on local disk does: obj is the version the node stood for when
+// the handle last read the bucket's copy, and moves on with the node (its
+// own upload landing, a rename that copied it). A version changed in the
+// bucket by someone else is a new node (see doc.go), never this one, so
+// that handles keep reading the bytes they opened.
 type fileHandle struct {
 	n        *fileNode
 	obj      *cache.Object // nil for a handle opened on local content
 	pt       bool
 	writable bool
-	initMu   sync.Mutex // guards lazy setting of obj and r
-	r        *prefetch.Reader
+	// swapMu guards obj and r (set at open, then by renewReader): held
+	// shared by a read through r, exclusively to replace them, so that
+	// the old version is released with no read on it.
+	swapMu sync.RWMutex
+	r      *prefetch.Reader
 }
 
 var (
@@ -215,11 +225,10 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 	f.stats.Reads.Add(1)
 	n, err, handled := h.n.readLocal(dest, off)
 	if !handled {
-		r, rerr := h.reader(ctx)
-		if rerr != nil {
+		var rerr error
+		if n, err, rerr = h.readBucketCopy(ctx, dest, off); rerr != nil {
 			return nil, toErrno(rerr)
 		}
-		n, err = r.ReadAt(ctx, dest, off)
 	}
 	if err != nil {
 		f.stats.ReadErrors.Add(1)
@@ -239,25 +248,76 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 	return fuse.ReadResultData(dest[:n]), 0
 }
 
-// reader returns the handle's cache reader, making it on first use: for a
-// handle opened on local content that has since been uploaded, or a
-// passthrough handle the kernel did not pass through. The kernel reads one
-// handle concurrently, hence the lock.
-func (h *fileHandle) reader(ctx context.Context) (*prefetch.Reader, error) {
-	h.initMu.Lock()
-	defer h.initMu.Unlock()
-	if h.r != nil {
-		return h.r, nil
-	}
-	if h.obj == nil {
-		obj, err := h.n.acquireCurrent(ctx)
-		if err != nil {
-			return nil, err
+// readBucketCopy reads the node's bucket version through the handle's
+// cache reader (rerr: no reader could be made). The kernel reads one
+// handle concurrently: reads share swapMu, and the one that finds the
+// node moved on replaces the reader once no read is on the old one.
+func (h *fileHandle) readBucketCopy(ctx context.Context, dest []byte, off int64) (n int, err, rerr error) {
+	h.swapMu.RLock()
+	r := h.currentReader()
+	if r == nil {
+		h.swapMu.RUnlock()
+		h.swapMu.Lock()
+		rerr = h.renewReader(ctx)
+		h.swapMu.Unlock()
+		if rerr != nil {
+			return 0, nil, rerr
 		}
-		h.obj = obj
+		// Whatever reader is in place while swapMu is held shared stays
+		// valid: another read may have renewed it again meanwhile.
+		h.swapMu.RLock()
+		r = h.r
 	}
-	h.r = h.n.fsys.fetch.NewReader(h.obj)
-	return h.r, nil
+	n, err = r.ReadAt(ctx, dest, off)
+	h.swapMu.RUnlock()
+	return n, err, nil
+}
+
+// currentReader returns the handle's reader if it reads the node's
+// current version; nil if there is none yet (a handle opened on local
+// content since uploaded, a passthrough handle the kernel did not pass
+// through) or the node moved on. Caller holds swapMu.
+func (h *fileHandle) currentReader() *prefetch.Reader {
+	if h.r == nil || !h.n.standsFor(h.obj) {
+		return nil
+	}
+	return h.r
+}
+
+// renewReader makes the handle's reader on the node's current version,
+// releasing the one it replaces, unless another read just did. Caller
+// holds swapMu exclusively: no read is on the old one.
+func (h *fileHandle) renewReader(ctx context.Context) error {
+	if h.currentReader() != nil {
+		return nil
+	}
+	obj := h.obj
+	if obj == nil || !h.n.standsFor(obj) {
+		var err error
+		if obj, err = h.n.acquireCurrent(ctx); err != nil {
+			return err
+		}
+	}
+	old := h.obj
+	h.obj, h.r = obj, h.n.fsys.fetch.NewReader(obj)
+	if old != nil && old != obj {
+		old.Release()
+	}
+	return nil
+}
+
+// standsFor reports whether the node reads as obj: its entry is the
+// bucket's copy obj holds (not local content, whose upload may have
+// landed since: acquireCurrent refreshes it).
+func (n *fileNode) standsFor(obj *cache.Object) bool {
+	if obj == nil {
+		return false
+	}
+	k := obj.Key()
+	n.mu.Lock()
+	e := n.entry
+	n.mu.Unlock()
+	return !e.Local && k.Version == e.Version && k.Key == n.key.get()
 }
 
 // acquireCurrent opens the cache entry of the node's current bucket
@@ -279,9 +339,9 @@ func (n *fileNode) acquireCurrent(ctx context.Context) (*cache.Object, error) {
 func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	defer h.n.fsys.observe("release", time.Now(), 0)
 	h.n.release(h)
-	h.initMu.Lock()
+	h.swapMu.Lock()
 	obj := h.obj
-	h.initMu.Unlock()
+	h.swapMu.Unlock()
 	if obj != nil {
 		obj.Release()
 	}
