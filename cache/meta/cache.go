@@ -44,7 +44,8 @@ type Options struct {
 	// first HeadBytes bytes with its metadata (heads.go); 0 sends a HEAD.
 	HeadBytes int64
 	// ResponseTimeout bounds the wait for a lookup's answer (its HEAD and
-	// one-key LIST, the backend's own retries included) and for the
+	// one-key LIST, the backend's own retries included, sent again each
+	// quarter of it without an answer: hedged) and for the
 	// breaker's probe: a backend that has not answered by then is taken as
 	// gone (ErrUnavailable, which opens the breaker). 0: only the
 	// backend's own timeouts bound them. Listing pages are not bounded

@@ -40,7 +40,9 @@
 // its subtrees before its readers see the end of the listing, so that a
 // walk going on from there finds them queued.
 //
-// A lookup that no listing answers asks the backend about the one name;
+// A lookup that no listing answers asks the backend about the one name
+// (a HEAD and a one-key LIST, sent again beside themselves while they have
+// no answer: hedge.go);
 // with Options.HeadBytes it asks with a GET of the object's first bytes
 // (heads.go), and a small file's whole content waits for the caller to
 // take it (TakeHead) and cache it, so its open needs no request. With the

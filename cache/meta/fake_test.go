@@ -23,9 +23,12 @@ type fakeBackend struct {
 	pageSize int
 	down     atomic.Bool
 	silent   atomic.Bool // Stat and List wait for their context: an endpoint that never answers
-	lists    atomic.Int64
-	stats    atomic.Int64
-	gate     chan struct{} // if set, List of a non-first page waits on it
+	// stalls: that many Stat and List calls wait for their context, one
+	// request the network lost (the ones after it are answered).
+	stalls atomic.Int64
+	lists  atomic.Int64
+	stats  atomic.Int64
+	gate   chan struct{} // if set, List of a non-first page waits on it
 	// flat listings (Recursive) only: a non-first page waits on gateFlat
 	// if set, and fails if failFlat is set.
 	gateFlat chan struct{}
@@ -66,7 +69,7 @@ func (f *fakeBackend) String() string { return "fake://bucket" }
 
 func (f *fakeBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo, error) {
 	f.stats.Add(1)
-	if f.silent.Load() {
+	if f.silent.Load() || f.stalls.Add(-1) >= 0 {
 		<-ctx.Done()
 		return backend.ObjectInfo{}, ctx.Err()
 	}
@@ -83,7 +86,7 @@ func (f *fakeBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo,
 
 func (f *fakeBackend) List(ctx context.Context, prefix string, opt backend.ListOptions) (backend.ListPage, error) {
 	f.lists.Add(1)
-	if f.silent.Load() {
+	if f.silent.Load() || f.stalls.Add(-1) >= 0 {
 		<-ctx.Done()
 		return backend.ListPage{}, ctx.Err()
 	}

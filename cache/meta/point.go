@@ -93,22 +93,29 @@ func (c *Cache) probe(ctx context.Context, key string, head bool) (info backend.
 		return info, false, false, err
 	}
 	defer func() { c.backendDone(sent, err) }()
-	var (
-		wg      sync.WaitGroup
+	type answer struct {
+		info    backend.ObjectInfo
 		statErr error
 		page    backend.ListPage
 		listErr error
-	)
-	// Both requests share one bound on their answer (answerWithin).
+	}
+	// Both requests share one bound on their answer (answerWithin); the
+	// pair is sent again beside itself while it has no answer (hedged).
 	err = c.answerWithin(ctx, "lookup "+key, func(ctx context.Context) error {
-		wg.Add(2)
-		go func() { defer wg.Done(); info, statErr = c.stat(ctx, key, head) }()
-		go func() {
-			defer wg.Done()
-			page, listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})
-		}()
-		wg.Wait()
-
+		a, _ := hedged(ctx, c.opts.ResponseTimeout/hedgeAttempts, func(ctx context.Context) (answer, error) {
+			var a answer
+			var wg sync.WaitGroup
+			wg.Add(2)
+			go func() { defer wg.Done(); a.info, a.statErr = c.stat(ctx, key, head) }()
+			go func() {
+				defer wg.Done()
+				a.page, a.listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})
+			}()
+			wg.Wait()
+			return a, nil
+		})
+		info = a.info
+		statErr, page, listErr := a.statErr, a.page, a.listErr
 		isDir = listErr == nil && (len(page.Objects) > 0 || len(page.Prefixes) > 0)
 		isFile = statErr == nil
 		switch {

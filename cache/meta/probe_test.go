@@ -76,6 +76,42 @@ func TestLookupOfASilentEndpointEnds(t *testing.T) {
 	}
 }
 
+// TestLookupOutlivesALostRequest: a live endpoint whose answer to one of
+// a lookup's requests is lost (a stalled connection: the request waits
+// for its 30 s attempt timeout) still answers the lookup, within the
+// lookup's bound, and the breaker stays closed. Before the fix the lookup
+// waited out the bound on the lost request and failed with EIO
+// (TestReadsUnderNetworkFaults failed so once in a make test run: a
+// lookup's one-key LIST stalled by its fault proxy).
+func TestLookupOutlivesALostRequest(t *testing.T) {
+	ctx := context.Background()
+	be := newFake(100, "a", "d/x")
+	o := DefaultOptions()
+	o.Clock = time.Now
+	o.ResponseTimeout = 2 * time.Second
+	c := New(be, openIndex(t, t.TempDir()), o)
+	t.Cleanup(c.Close)
+
+	for _, name := range []string{"a", "d", "missing"} {
+		be.stalls.Store(1) // the lookup's first request: its HEAD or its LIST
+		start := time.Now()
+		e, err := c.Lookup(ctx, "", name)
+		took := time.Since(start)
+		switch {
+		case name == "missing" && !errors.Is(err, backend.ErrNotExist),
+			name != "missing" && err != nil:
+			t.Fatalf("lookup of %s with one request lost: %v after %v", name, err, took)
+		case name == "d" && !e.Dir:
+			t.Fatalf("lookup of d: %+v, want a directory", e)
+		case took >= o.ResponseTimeout:
+			t.Fatalf("lookup of %s took %v, the whole bound", name, took)
+		}
+		if c.health.Err() != nil {
+			t.Fatalf("the breaker opened for one lost request: %v", c.health.Err())
+		}
+	}
+}
+
 // TestListingOfASilentEndpointEnds: the first request to meet an endpoint
 // that never answers is a listing page. A page is bounded only by the
 // backend's own timeouts (30 s an attempt with S3: 2.5 minutes), so
