@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"testing"
-
-	"github.com/stratafs/strata/cache"
 )
 
 // TestSessionOwnsDirtyAndFailure: a write session knows itself whether it
@@ -91,35 +89,4 @@ func TestSessionKnowsItsWriters(t *testing.T) {
 	if next.WrittenBy(parent) {
 		t.Fatal("a new session counts the previous session's writer")
 	}
-}
-
-// TestSessionRecordsARefusedWrite: a write the cache has no room for
-// fails the session (dd into a full cache disk), so its close cannot
-// upload what is left.
-func TestSessionRecordsARefusedWrite(t *testing.T) {
-	dir := t.TempDir()
-	e := &env{store: openStore(t, dir, 1<<20), bucket: newBucket()}
-	m, err := New(e.store, e.bucket, DefaultOptions(), nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.m = m
-	t.Cleanup(e.close)
-	st, _ := m.NewStaging("k")
-	if _, err := st.WriteAt(make([]byte, 512<<10), 0); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := st.WriteAt(make([]byte, 1<<20), 512<<10); !errors.Is(err, cache.ErrNoSpace) {
-		t.Fatalf("want ErrNoSpace, got %v", err)
-	}
-	if !errors.Is(st.Failed(), cache.ErrNoSpace) {
-		t.Fatalf("failed = %v after a refused write", st.Failed())
-	}
-	if err := st.Truncate(4 << 20); !errors.Is(err, cache.ErrNoSpace) {
-		t.Fatalf("truncate past the limit: %v", err)
-	}
-	if _, err := m.Register("k", st, "", 0, false); !errors.Is(err, cache.ErrNoSpace) {
-		t.Fatalf("register: %v", err)
-	}
-	st.Discard()
 }

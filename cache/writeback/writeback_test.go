@@ -254,6 +254,8 @@ func TestCancelAndRekey(t *testing.T) {
 	}
 }
 
+// TestStagingCountsAgainstCacheSize: a write past the cache size fails
+// whole, and fails its session.
 func TestStagingCountsAgainstCacheSize(t *testing.T) {
 	dir := t.TempDir()
 	e := &env{store: openStore(t, dir, 1<<20), bucket: newBucket()}
@@ -272,6 +274,14 @@ func TestStagingCountsAgainstCacheSize(t *testing.T) {
 	}
 	if st.Size() != 512<<10 {
 		t.Fatalf("size %d after a refused write", st.Size())
+	}
+	// The refused write fails the session (dd into a full cache disk):
+	// its close cannot upload what is left.
+	if !errors.Is(st.Failed(), cache.ErrNoSpace) {
+		t.Fatalf("failed = %v after a refused write", st.Failed())
+	}
+	if _, err := m.Register("k", st, "", 0, false); !errors.Is(err, cache.ErrNoSpace) || !errors.Is(err, ErrFailedSession) {
+		t.Fatalf("register of the failed session: %v", err)
 	}
 	st.Discard()
 	if e.store.Used() != 0 {
