@@ -7,9 +7,12 @@
 // a file here: reads report it as ErrNotExist, writes as ErrInvalidKey
 // (which also matches backend.ErrNotSupported). All file system access goes
 // through os.Root, so no key and no symbolic link reaches outside the root;
-// links that stay inside it are followed. Directories are prefixes, never
-// objects: there are no "dir/" placeholders, and a key cannot be both a
-// file and a prefix.
+// links that stay inside it are followed. Directories are prefixes, and a
+// key cannot be both a file and a prefix; a directory also plays the part
+// of an object store's "dir/" marker (dirs.go): a Put of one is a mkdir, a
+// recursive listing shows an empty directory as one, Copy and Delete take
+// one (so that a directory rename moves empty directories too and leaves
+// nothing under the old name).
 //
 // Version is a fingerprint of size, modification time (ns) and inode. The
 // device number is left out on purpose: NFS may renumber it on remount, and
@@ -24,9 +27,11 @@
 // (a directory "d" sorts as "d/"), tokens are the last key returned
 // (start-after), Recursive walks the tree depth-first in key order and
 // follows in-root links to directories, skipping loops. Empty directories
-// are listed as prefixes (a POSIX tree has them); Delete removes the
-// parents it leaves empty so that a deleted key's prefix goes away as it
-// does on S3. Temporary upload files (".strata-tmp-*") are never listed.
+// are listed as prefixes (a POSIX tree has them), and as "dir/" markers by
+// a recursive listing; Delete removes the parents it leaves empty so that
+// a deleted key's prefix goes away as it does on S3, and a failed Put the
+// directories it made. Temporary upload files (".strata-tmp-*") are never
+// listed.
 //
 // Put writes a temporary file in the key's directory, fsyncs it, then
 // renames it over the key and fsyncs the directory: readers see the old

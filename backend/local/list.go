@@ -126,6 +126,16 @@ func (l *lister) dir(dirKey, namePrefix string, ancestors []fileID) error {
 		return nil // a link back to a directory being walked
 	}
 	ancestors = append(ancestors[:len(ancestors):len(ancestors)], id)
+	if len(ents) == 0 && l.recursive && dirKey != "" && namePrefix == "" && dirKey > l.token {
+		// An empty directory is what an object store keeps as a "dir/"
+		// marker: a recursive listing (what a directory rename copies)
+		// must carry it, or the rename drops it.
+		fi, err := sub.Stat(".")
+		if err != nil {
+			return mapErr("list", rel, err)
+		}
+		return l.add(item{key: dirKey, obj: backend.ObjectInfo{Key: dirKey, MTime: fi.ModTime(), Version: fingerprint(fi)}})
+	}
 	// Entries before the token are skipped without a stat.
 	start := 0
 	if rest, ok := strings.CutPrefix(l.token, dirKey); ok && rest != "" {

@@ -10,6 +10,7 @@ import (
 	"io/fs"
 	"os"
 	"path"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -49,6 +50,9 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 
 // Copy makes dst a copy of src at srcVersion ("" for the current one).
 func (b *Backend) Copy(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
+	if strings.HasSuffix(src, "/") {
+		return b.copyDir(src, dst) // a marker: dirs.go
+	}
 	if err := validKey(src); err != nil {
 		return backend.ObjectInfo{}, fmt.Errorf("local: copy %q: %w (%w)", src, backend.ErrNotExist, err)
 	}
@@ -97,7 +101,7 @@ func (b *Backend) write(ctx context.Context, op, key, ifVersion string, fill fun
 	}
 	defer root.Close()
 	dir := path.Dir(key)
-	tmp, tmpName, err := b.createTemp(root, key, dir)
+	tmp, tmpName, made, err := b.createTemp(root, key, dir)
 	if err != nil {
 		return backend.ObjectInfo{}, err
 	}
@@ -106,8 +110,14 @@ func (b *Backend) write(ctx context.Context, op, key, ifVersion string, fill fun
 		if !committed {
 			// Failed write: the temp file is discarded, and one that
 			// cannot be removed is a .strata-tmp- file List never shows.
+			// So are the directories made for it, unless something else
+			// is in them by now: a listing would show them as empty
+			// directories (markers), where a failed put leaves nothing.
 			_ = tmp.Close()
 			_ = root.Remove(tmpName)
+			for _, d := range slices.Backward(made) {
+				_ = root.Remove(d)
+			}
 		}
 	}()
 	if err := fill(tmp); err != nil {
@@ -145,18 +155,21 @@ func (b *Backend) write(ctx context.Context, op, key, ifVersion string, fill fun
 	return objectInfo(key, fi), nil
 }
 
-// createTemp makes dir (if needed) and an exclusive temporary file in it.
-// A concurrent Delete may prune dir between the two steps: try again.
-func (b *Backend) createTemp(root *os.Root, key, dir string) (*os.File, string, error) {
+// createTemp makes dir (if needed) and an exclusive temporary file in it,
+// and returns the directories it made, outermost first. A concurrent
+// Delete may prune dir between the two steps: try again.
+func (b *Backend) createTemp(root *os.Root, key, dir string) (_ *os.File, _ string, made []string, _ error) {
 	var last error
 	for attempt := 0; attempt < 3; attempt++ {
 		if dir != "." {
-			if err := b.mkdirAll(root, dir); err != nil {
+			m, err := b.mkdirAll(root, dir)
+			made = append(made, m...)
+			if err != nil {
 				if errors.Is(err, syscall.ENOTDIR) || errors.Is(err, fs.ErrExist) {
-					return nil, "", fmt.Errorf("local: put %q: a parent of the key is a file, which cannot also be a prefix: %w",
+					return nil, "", made, fmt.Errorf("local: put %q: a parent of the key is a file, which cannot also be a prefix: %w",
 						key, backend.ErrNotSupported)
 				}
-				return nil, "", mapErr("put", key, err)
+				return nil, "", made, mapErr("put", key, err)
 			}
 		}
 		var rnd [8]byte
@@ -169,16 +182,16 @@ func (b *Backend) createTemp(root *os.Root, key, dir string) (*os.File, string, 
 			if err := f.Chmod(b.opt.FileMode); err != nil {
 				f.Close()
 				_ = root.Remove(name) // best effort: the chmod error is the one to report
-				return nil, "", mapErr("put", key, err)
+				return nil, "", made, mapErr("put", key, err)
 			}
-			return f, name, nil
+			return f, name, made, nil
 		}
 		last = err
 		if !errors.Is(err, fs.ErrNotExist) {
 			break
 		}
 	}
-	return nil, "", mapErr("put", key, last)
+	return nil, "", made, mapErr("put", key, last)
 }
 
 // commit moves tmpName to key if key's current version satisfies
@@ -260,7 +273,7 @@ func (b *Backend) Delete(ctx context.Context, key string) error {
 		return err
 	}
 	if dir, ok := strings.CutSuffix(key, "/"); ok && validKey(dir) == nil {
-		return b.rmdir(dir)
+		return b.rmdir(ctx, dir) // dirs.go
 	}
 	if validKey(key) != nil {
 		return nil // no file can have this key
@@ -304,7 +317,7 @@ func (b *Backend) mkdir(dir string) (backend.ObjectInfo, error) {
 		return backend.ObjectInfo{}, err
 	}
 	defer root.Close()
-	if err := b.mkdirAll(root, dir); err != nil && !errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, fs.ErrExist) {
+	if _, err := b.mkdirAll(root, dir); err != nil && !errors.Is(err, syscall.ENOTDIR) && !errors.Is(err, fs.ErrExist) {
 		return backend.ObjectInfo{}, mapErr("mkdir", dir, err)
 	}
 	fi, err := root.Stat(dir)
@@ -319,40 +332,26 @@ func (b *Backend) mkdir(dir string) (backend.ObjectInfo, error) {
 
 // mkdirAll makes dir and its missing parents with DirMode exactly (not
 // narrowed by the umask); directories already there are left as they are.
-// A file in the way is fs.ErrExist or ENOTDIR, as with os.MkdirAll.
-func (b *Backend) mkdirAll(root *os.Root, dir string) error {
+// A file in the way is fs.ErrExist or ENOTDIR, as with os.MkdirAll. It
+// returns the directories it made, outermost first.
+func (b *Backend) mkdirAll(root *os.Root, dir string) (made []string, _ error) {
 	p := ""
 	for seg := range strings.SplitSeq(dir, "/") {
 		p = path.Join(p, seg)
 		err := root.Mkdir(p, b.opt.DirMode)
 		switch {
 		case err == nil:
+			made = append(made, p)
 			if err := root.Chmod(p, b.opt.DirMode); err != nil {
-				return err
+				return made, err
 			}
 		case errors.Is(err, fs.ErrExist):
 			if fi, serr := root.Stat(p); serr != nil || !fi.IsDir() {
-				return err
+				return made, err
 			}
 		default:
-			return err
+			return made, err
 		}
 	}
-	return nil
-}
-
-// rmdir removes dir for a marker delete, if it is an empty directory.
-func (b *Backend) rmdir(dir string) error {
-	root, err := b.openRoot("rmdir")
-	if err != nil {
-		return err
-	}
-	defer root.Close()
-	if fi, err := root.Lstat(dir); err != nil || !fi.IsDir() {
-		return nil
-	}
-	// Best effort: a directory that is not empty stays, like an object
-	// store's prefix.
-	_ = root.Remove(dir)
-	return nil
+	return made, nil
 }

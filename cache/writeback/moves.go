@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -165,6 +166,13 @@ func (m *Manager) finishMove(ctx context.Context, r index.MoveRecord) error {
 	for _, o := range objs {
 		if err := m.del.Delete(ctx, o.Key); err != nil && !errors.Is(err, backend.ErrNotExist) {
 			return fmt.Errorf("writeback: rename delete %s: %w", o.Key, err)
+		}
+	}
+	// The old name's marker, if the listing did not show one: a directory
+	// tree's directory itself (file://), listed only while empty.
+	if r.Prefix && !slices.ContainsFunc(objs, func(o backend.ObjectInfo) bool { return o.Key == r.From }) {
+		if err := m.del.Delete(ctx, r.From); err != nil && !errors.Is(err, backend.ErrNotExist) {
+			return fmt.Errorf("writeback: rename delete %s: %w", r.From, err)
 		}
 	}
 	return nil
