@@ -107,6 +107,12 @@ func (k *kernelCalls) UnregisterBackingFd(id int32) syscall.Errno {
 	return k.backing.Unregister(id)
 }
 
+// rootStableAttr gives the root inode number 1 (FUSE's root node id), as
+// a directory tree's root has one; go-fuse's default is 0, which stat(2)
+// shows and tools that tell files apart by (device, inode) take for "no
+// inode number".
+func rootStableAttr() *gofs.StableAttr { return &gofs.StableAttr{Ino: fuse.FUSE_ROOT_ID} }
+
 // withKernelCalls wraps the node bridge so that go-fuse's Init, which
 // would make the bridge call the server directly, only tells kernelCalls
 // which server to notify.
@@ -123,6 +129,7 @@ func (w *withKernelCalls) Init(s *fuse.Server) { w.calls.srv.Store(s) }
 func mountServer(mountpoint string, root gofs.InodeEmbedder, opts *gofs.Options, b Backing) (*fuse.Server, *reusedBacking, error) {
 	calls := &kernelCalls{}
 	opts.ServerCallbacks = calls
+	opts.RootStableAttr = rootStableAttr()
 	raw := &withKernelCalls{RawFileSystem: gofs.NewNodeFS(root, opts), calls: calls}
 	srv, err := fuse.NewServer(raw, mountpoint, &opts.MountOptions)
 	if err != nil {

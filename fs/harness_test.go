@@ -244,7 +244,7 @@ func newTestFSMeta(t *testing.T, objs map[string]string, mod func(*Options), met
 		_ = store.Close()
 		_ = eng.Close()
 	})
-	return &testFS{t: t, be: be, fsys: fsys, raw: gofs.NewNodeFS(fsys.Root(), &gofs.Options{})}
+	return &testFS{t: t, be: be, fsys: fsys, raw: gofs.NewNodeFS(fsys.Root(), &gofs.Options{RootStableAttr: rootStableAttr()})}
 }
 
 // lookup resolves a slash-separated path from the root, one Lookup per

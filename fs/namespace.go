@@ -331,6 +331,7 @@ func (f *FS) dirEmpty(ctx context.Context, prefix string) (bool, error) {
 // Setattr on a directory: nothing to store (directories are prefixes).
 func (d *dirNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.SetAttrIn, out *fuse.AttrOut) syscall.Errno {
 	d.fsys.dirAttr(&out.Attr)
+	out.Ino = d.StableAttr().Ino // see the fileNode's
 	out.SetTimeout(d.fsys.timeout())
 	return 0
 }

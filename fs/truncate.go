@@ -36,6 +36,11 @@ func (n *fileNode) Setattr(ctx context.Context, fh gofs.FileHandle, in *fuse.Set
 	// Modes and owners are the mount's (--file-mode, --uid, --gid):
 	// accepted, not stored, since objects have no POSIX attributes.
 	n.attr(&out.Attr)
+	// go-fuse fills the inode number in a GETATTR reply, not in this one,
+	// and the kernel takes it from every reply with attributes: without
+	// it stat(2) shows inode 0 until the next GETATTR (SQLite then takes
+	// its database for moved).
+	out.Ino = n.StableAttr().Ino
 	out.SetTimeout(f.timeout())
 	return 0
 }

@@ -17,7 +17,7 @@ import (
 // rows it just wrote vanish (and its next transaction would write pages
 // computed from them).
 const sqliteCommits = `
-import hashlib, sqlite3, sys
+import hashlib, os, sqlite3, sys
 path = sys.argv[1]
 c = sqlite3.connect(path)
 c.execute("create table t (i integer primary key, v text)")
@@ -41,6 +41,21 @@ for batch in range(3):
     if n != 1000 + 100 * (batch + 1):
         sys.exit("reopened, after commit %d the connection counts %d rows, want %d" % (batch, n, 1000 + 100 * (batch + 1)))
 c.close()
+# Write-ahead logging: the last connection's close checkpoints the log
+# (an ftruncate of the database) and removes the -wal and -shm files, as
+# on local disk, unless the database's inode number changed under it
+# (SQLite then takes the file for moved and leaves them).
+c = sqlite3.connect(path)
+c.execute("pragma journal_mode=wal")
+with c:
+    c.execute("insert into t (v) values ('logged')")
+c.close()
+for leftover in (path + "-wal", path + "-shm"):
+    if os.path.exists(leftover):
+        sys.exit("%s left after the last connection closed" % os.path.basename(leftover))
+ino = os.stat(path).st_ino
+if ino == 0:
+    sys.exit("the database's inode number is 0")
 with open(path, "rb") as f:
     print(hashlib.sha256(f.read()).hexdigest())
 `
@@ -49,7 +64,9 @@ with open(path, "rb") as f:
 // (both upload modes; created, then reopened and written in place) reads back every committed row on the connection
 // that wrote it, passes its integrity check, and the bucket ends with the
 // file SQLite wrote (README, Writing: a descriptor reads what was written
-// through it, also after fsync).
+// through it, also after fsync); in write-ahead-log mode the last close
+// removes the -wal and -shm files, which needs the database's inode number
+// to stay what it was at open (it was 0 after an ftruncate).
 func TestSQLiteThroughTheMount(t *testing.T) {
 	requireFUSE(t)
 	script := filepath.Join(t.TempDir(), "commits.py")
