@@ -71,6 +71,14 @@
 //	FS.mu: a leaf (no other lock is taken while it is held; it is taken
 //	with a node's sessMu held in moveLocal)
 //	reusedBacking.mu: a leaf, held across no syscall
+//	fileHandle.swapMu -> fileNode.mu (standsFor, acquireCurrent's refresh)
+//
+// fileHandle.swapMu is the one lock held across I/O on the read side: shared
+// across a read of the handle's cache reader (it keeps the version that
+// reader reads from being released under it), exclusively while the
+// handle moves to its node's new version (acquireCurrent, which may look
+// the name up in the bucket). Only reads of that handle wait on it, and
+// they need the new version anyway.
 //
 // liveWrite.mu orders the commits of one passthrough write session (its
 // closes and last release) and is held across their fsync and journal
