@@ -1,6 +1,9 @@
 package backend
 
-import "context"
+import (
+	"context"
+	"strings"
+)
 
 // ListAll lists every object under prefix, all pages, without delimiter.
 // With max > 0 it stops once it has more than max objects and reports
@@ -19,4 +22,21 @@ func ListAll(ctx context.Context, be Backend, prefix string, max int) (objs []Ob
 			return objs, true, nil
 		}
 	}
+}
+
+// UnlistedMarker reports whether a move of everything under prefix, whose
+// recursive listing is objs, must also delete prefix's own marker: the
+// listing shows directory markers under prefix but not prefix's. A
+// directory tree (file://) lists a directory as a marker only while it is
+// empty, and deleting prefix's removes the directories the move emptied;
+// an object store that keeps no markers shows none, and costs no request.
+func UnlistedMarker(objs []ObjectInfo, prefix string) bool {
+	markers, own := false, false
+	for _, o := range objs {
+		if strings.HasSuffix(o.Key, "/") {
+			markers = true
+			own = own || o.Key == prefix
+		}
+	}
+	return markers && !own
 }

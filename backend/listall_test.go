@@ -46,3 +46,27 @@ func TestListAll(t *testing.T) {
 		t.Fatal("bound 7 of 7 objects: reported incomplete")
 	}
 }
+
+func TestUnlistedMarker(t *testing.T) {
+	o := func(keys ...string) []ObjectInfo {
+		var out []ObjectInfo
+		for _, k := range keys {
+			out = append(out, ObjectInfo{Key: k})
+		}
+		return out
+	}
+	for _, c := range []struct {
+		objs []ObjectInfo
+		want bool
+	}{
+		{o("a/f", "a/x/g"), false},          // no markers (GCS without them, or files only): no extra request
+		{o("a/", "a/empty/", "a/f"), false}, // the prefix's own is listed: the loop deletes it
+		{o("a/empty/", "a/full/f"), true},   // a directory tree lists only empty directories
+		{o("a/x/y/"), true},                 // only an emptied subtree
+		{nil, false},
+	} {
+		if got := UnlistedMarker(c.objs, "a/"); got != c.want {
+			t.Errorf("UnlistedMarker(%v) = %v, want %v", c.objs, got, c.want)
+		}
+	}
+}

@@ -176,10 +176,9 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 			return toErrno(err)
 		}
 	}
-	if !slices.ContainsFunc(objs, func(o backend.ObjectInfo) bool { return o.Key == oldPrefix }) {
-		// The old name's marker, if it has one the listing did not show:
-		// a directory tree's directory itself (file://), which is only
-		// listed while empty.
+	if backend.UnlistedMarker(objs, oldPrefix) {
+		// A directory tree's (file://) old directory, which the listing
+		// shows only while empty: its delete takes the emptied ones.
 		_ = f.deleteObject(ctx, oldPrefix) // logged; the files moved
 	}
 	if len(objs) == 0 && len(locals) == 0 { // keep an empty directory visible

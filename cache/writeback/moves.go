@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
@@ -168,9 +167,9 @@ func (m *Manager) finishMove(ctx context.Context, r index.MoveRecord) error {
 			return fmt.Errorf("writeback: rename delete %s: %w", o.Key, err)
 		}
 	}
-	// The old name's marker, if the listing did not show one: a directory
-	// tree's directory itself (file://), listed only while empty.
-	if r.Prefix && !slices.ContainsFunc(objs, func(o backend.ObjectInfo) bool { return o.Key == r.From }) {
+	// A directory tree's (file://) old directory, which the listing shows
+	// only while empty: its delete takes the emptied ones.
+	if r.Prefix && backend.UnlistedMarker(objs, r.From) {
 		if err := m.del.Delete(ctx, r.From); err != nil && !errors.Is(err, backend.ErrNotExist) {
 			return fmt.Errorf("writeback: rename delete %s: %w", r.From, err)
 		}
