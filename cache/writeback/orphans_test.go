@@ -56,6 +56,10 @@ func TestEagerUploadLeftByACrashIsAborted(t *testing.T) {
 	}
 	writeSeq(t, st, make([]byte, 4*eagerPartSize), 0)
 	waitFor(t, "the second upload begun", func() bool { begun, _, _, open := b.counts(); return begun == 2 && open == 1 })
+	// And recorded: a kill -9 comes after the record (the mount aborts an
+	// upload it could not record). Closing the index first made the record
+	// fail and the upload be aborted then, once in a one-CPU run.
+	waitFor(t, "the second upload recorded", func() bool { return partsRecords(t, e.m.ix) == 1 })
 	e.m.eagerMu.Lock()
 	clear(e.m.eagers) // what a kill -9 leaves: nobody aborts it
 	e.m.eagerMu.Unlock()
