@@ -315,9 +315,9 @@ func (n *fileNode) standsFor(obj *cache.Object) bool {
 	}
 	k := obj.Key()
 	n.mu.Lock()
-	e := n.entry
+	local, version := n.entry.Local, n.entry.Version
 	n.mu.Unlock()
-	return !e.Local && k.Version == e.Version && k.Key == n.key.get()
+	return !local && k.Version == version && k.Key == n.key.get()
 }
 
 // acquireCurrent opens the cache entry of the node's current bucket

@@ -13,36 +13,28 @@ const hedgeAttempts = 4
 // hedged runs attempt, and runs it again beside the ones in flight each
 // time every passes with none of them answered, up to hedgeAttempts in
 // all; the first to answer (a result or an error of the backend's own)
-// wins and the others are cancelled. A request whose answer the network
+// wins (an attempt reports its own errors in its T) and the others are
+// cancelled. A request whose answer the network
 // lost waits for its attempt timeout (30 s for an S3 HEAD or LIST), far
 // past a lookup's bound: one lost request must not fail a lookup that a
 // second request answers at once, while an endpoint that answers nothing
 // still fails it within the bound (answerWithin cancels ctx). every <= 0
 // (no bound) runs attempt once.
-func hedged[T any](ctx context.Context, every time.Duration, attempt func(context.Context) (T, error)) (T, error) {
+func hedged[T any](ctx context.Context, every time.Duration, attempt func(context.Context) T) T {
 	if every <= 0 {
 		return attempt(ctx)
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	type answer struct {
-		v   T
-		err error
-	}
-	answers := make(chan answer, hedgeAttempts)
-	start := func() {
-		go func() {
-			v, err := attempt(ctx)
-			answers <- answer{v, err}
-		}()
-	}
+	answers := make(chan T, hedgeAttempts)
+	start := func() { go func() { answers <- attempt(ctx) }() }
 	start()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for sent := 1; ; {
 		select {
 		case a := <-answers:
-			return a.v, a.err
+			return a
 		case <-tick.C:
 			if sent < hedgeAttempts {
 				start()
@@ -50,8 +42,7 @@ func hedged[T any](ctx context.Context, every time.Duration, attempt func(contex
 			}
 		case <-ctx.Done():
 			// Every attempt ends with ctx: take the first one's answer.
-			a := <-answers
-			return a.v, a.err
+			return <-answers
 		}
 	}
 }

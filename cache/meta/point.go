@@ -102,7 +102,7 @@ func (c *Cache) probe(ctx context.Context, key string, head bool) (info backend.
 	// Both requests share one bound on their answer (answerWithin); the
 	// pair is sent again beside itself while it has no answer (hedged).
 	err = c.answerWithin(ctx, "lookup "+key, func(ctx context.Context) error {
-		a, _ := hedged(ctx, c.opts.ResponseTimeout/hedgeAttempts, func(ctx context.Context) (answer, error) {
+		a := hedged(ctx, c.opts.ResponseTimeout/hedgeAttempts, func(ctx context.Context) answer {
 			var a answer
 			var wg sync.WaitGroup
 			wg.Add(2)
@@ -112,7 +112,7 @@ func (c *Cache) probe(ctx context.Context, key string, head bool) (info backend.
 				a.page, a.listErr = c.be.List(ctx, key+"/", backend.ListOptions{Limit: 1})
 			}()
 			wg.Wait()
-			return a, nil
+			return a
 		})
 		info = a.info
 		statErr, page, listErr := a.statErr, a.page, a.listErr
