@@ -208,6 +208,28 @@ func TestOpsThroughMount(t *testing.T) {
 	if _, errOut, err := runStrata(t, srv, "cache", "stats", t.TempDir()); err == nil || !strings.Contains(errOut, "is not mounted") {
 		t.Errorf("cache stats of a directory that is no mount: %v %q", err, errOut)
 	}
+	// A path inside the mount where its mountpoint belongs: the error
+	// names the mount and what to type instead.
+	for _, c := range []struct{ args, want []string }{
+		{[]string{"sync", cold}, []string{"strata sync " + m.dir + "`"}},
+		{[]string{"refresh", cold}, []string{"strata refresh " + m.dir + " big/shard-0.bin`"}},
+		{[]string{"uploads", cold}, []string{"strata uploads " + m.dir + " big/shard-0.bin`"}},
+		{[]string{"cache", "stats", cold}, []string{"strata cache stats " + m.dir + "`"}},
+		{[]string{"sync", filepath.Join(t.TempDir(), "gone")}, []string{"no such file or directory", "give the mountpoint of a live Strata mount"}},
+	} {
+		_, errOut, err := runStrata(t, srv, c.args...)
+		if err == nil {
+			t.Errorf("strata %v succeeded", c.args)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(errOut, w) {
+				t.Errorf("strata %v: %q, want it to say %q", c.args, errOut, w)
+			}
+		}
+		if c.args[len(c.args)-1] == cold && !strings.Contains(errOut, "is a path inside the Strata mount at "+m.dir) {
+			t.Errorf("strata %v: %q, want it to name the mount", c.args, errOut)
+		}
+	}
 	if out, _, err := runStrata(t, srv, "cache", "verify", m.dir); err != nil || !strings.Contains(out, "0 bad blocks") {
 		t.Errorf("cache verify by mountpoint: %v %q", err, out)
 	}

@@ -35,6 +35,9 @@ func cacheDirOrMount(cmd *cobra.Command, dir *string) {
 func cacheDirOfMount(mountpoint, verb string) (string, error) {
 	e, err := mount.Find(mountpoint)
 	if err != nil {
+		if why := notALiveMount(mountpoint, func(mnt, _ string) string { return verb + " " + mnt }); why != nil {
+			return "", fmt.Errorf("%w, or --cache-dir DIR", why)
+		}
 		return "", fmt.Errorf("%w: give the mountpoint of a live mount, or --cache-dir DIR", err)
 	}
 	if !mount.IsFUSE(e.FSType) {

@@ -87,6 +87,9 @@ func refreshPaths(mountpoint string, args []string) ([]string, error) {
 func runRefresh(mountpoint string, args []string) ([]fs.RefreshResult, error) {
 	e, err := mount.Find(mountpoint)
 	if err != nil {
+		if why := notALiveMount(mountpoint, func(mnt, rel string) string { return "strata refresh " + mnt + " " + rel }); why != nil {
+			return nil, why
+		}
 		return nil, err
 	}
 	if !mount.IsFUSE(e.FSType) {

@@ -107,7 +107,10 @@ func waitSync(mountpoint string) (writeback.Summary, error) {
 		if errors.Is(err, unix.EINTR) {
 			continue
 		}
-		if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) {
+		if errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.ENOENT) {
+			if why := notALiveMount(mountpoint, func(mnt, _ string) string { return "strata sync " + mnt }); why != nil {
+				return sum, why
+			}
 			return sum, fmt.Errorf("%s is not a strata mount", mountpoint)
 		}
 		if errors.Is(err, unix.EACCES) {

@@ -89,6 +89,9 @@ under the cache dir's failed-writes directory (the command prints where).`,
 	return cmd
 }
 
+// uploadsExample is the uploads command for the uploads of rel under mnt.
+func uploadsExample(mnt, rel string) string { return "strata uploads " + mnt + " " + rel }
+
 // keptPath is where a discarded upload's bytes end up.
 func keptPath(u writeback.Upload) string {
 	if u.State == writeback.StateNotUpload {
@@ -130,7 +133,10 @@ func listUploads(mnt string) ([]writeback.Upload, error) {
 		case errors.Is(err, unix.ERANGE) && len(buf) < 256<<20:
 			buf = make([]byte, 4*len(buf))
 			continue
-		case errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP):
+		case errors.Is(err, unix.ENODATA) || errors.Is(err, unix.ENOTSUP) || errors.Is(err, unix.ENOENT):
+			if why := notALiveMount(mnt, uploadsExample); why != nil {
+				return nil, why
+			}
 			return nil, fmt.Errorf("%s is not a strata mount (or one too old to list its uploads)", mnt)
 		case err != nil:
 			return nil, fmt.Errorf("uploads %s: %w", mnt, err)
@@ -158,6 +164,9 @@ func uploadsRequest(mnt, attr, rel string) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, unix.ENOENT) && notALiveMount(mnt, uploadsExample) != nil:
+		// The mountpoint itself is missing, or no mount.
+		return notALiveMount(mnt, uploadsExample)
 	case errors.Is(err, unix.ENOENT) && attr == fs.XattrRetry && rel != "":
 		// An upload that has just landed (its own retry got there first)
 		// leaves nothing to retry: the caller's aim is met. A path that
@@ -174,6 +183,9 @@ func uploadsRequest(mnt, attr, rel string) error {
 	case errors.Is(err, unix.EPERM):
 		return fmt.Errorf("%s: only the mount's user or root may do that", what)
 	case errors.Is(err, unix.ENOTSUP):
+		if why := notALiveMount(mnt, uploadsExample); why != nil {
+			return why
+		}
 		return fmt.Errorf("%s is not a strata mount (or one too old for this)", mnt)
 	}
 	return fmt.Errorf("%s %s: %w", strings.TrimPrefix(attr, "user.strata."), what, err)
