@@ -9,8 +9,9 @@
 // node stands for the key, so a lookup finds the same inode: fileIno).
 // When an object
 // changes in the bucket, the next lookup after the metadata TTL (or after
-// Refresh, which also invalidates the kernel's entry) returns a new
-// inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of the
+// Refresh, which also invalidates the kernel's entry, and which the first
+// read that finds the change runs under a finite TTL: lookUpStale)
+// returns a new inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of the
 // old version never serve the new one, and handles opened on the old
 // version keep reading exactly the bytes they opened. A node's own version
 // changes only through the node (its upload landing, a rename copying

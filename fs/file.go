@@ -34,6 +34,9 @@ type fileNode struct {
 	// headFetched: its lookup just read the file whole (cacheHead); the
 	// next open is still a cold open for directory warming.
 	headFetched atomic.Bool
+	// staleSeen: a read of this version found it changed in the bucket,
+	// and the name was looked up again (FS.lookUpStale).
+	staleSeen atomic.Bool
 
 	// w is the node's write state (writestate.go), nil for a file only
 	// ever read; set once, never cleared.
@@ -234,7 +237,11 @@ func (h *fileHandle) Read(ctx context.Context, dest []byte, off int64) (_ fuse.R
 		f.stats.ReadErrors.Add(1)
 		errno := readErrno(err)
 		if key := h.n.key.get(); errno == syscall.ESTALE {
-			f.log.Warn("fs: read failed (ESTALE): the object changed in the bucket since this version of the file was looked up; "+f.staleHint(key), "key", key, "off", off, "err", err)
+			if h.n.staleSeen.CompareAndSwap(false, true) {
+				f.log.Warn("fs: read failed (ESTALE): the object changed in the bucket since this version of the file was looked up; "+f.lookUpStale(ctx, key), "key", key, "off", off, "err", err)
+			} else {
+				f.log.Debug("fs: read failed (ESTALE)", "key", key, "off", off, "err", err)
+			}
 		} else if errors.Is(err, prefetch.ErrBackendDown) {
 			// Failed at once by the breaker: the outage was logged when
 			// it was found, not once per read (prefetch.ErrBackendDown).

@@ -342,3 +342,30 @@ func splitPath(p string) (dir, name string) {
 	}
 	return "", p
 }
+
+// open opens node ino with flags and returns its file handle.
+func (f *testFS) open(ino uint64, flags uint32) uint64 {
+	f.t.Helper()
+	var out fuse.OpenOut
+	if s := f.raw.Open(nil, &fuse.OpenIn{InHeader: fuse.InHeader{NodeId: ino}, Flags: flags}, &out); s != fuse.OK {
+		f.t.Fatalf("open of inode %d: %v", ino, s)
+	}
+	return out.Fh
+}
+
+// read reads up to n bytes at off through handle fh of node ino.
+func (f *testFS) read(ino, fh uint64, off int64, n int) ([]byte, syscall.Errno) {
+	buf := make([]byte, n)
+	res, s := f.raw.Read(nil, &fuse.ReadIn{InHeader: fuse.InHeader{NodeId: ino}, Fh: fh, Offset: uint64(off), Size: uint32(n)}, buf)
+	if s != fuse.OK {
+		return nil, syscall.Errno(s)
+	}
+	defer res.Done()
+	b, s := res.Bytes(buf)
+	return append([]byte(nil), b...), syscall.Errno(s)
+}
+
+// release releases handle fh of node ino.
+func (f *testFS) release(ino, fh uint64) {
+	f.raw.Release(nil, &fuse.ReleaseIn{InHeader: fuse.InHeader{NodeId: ino}, Fh: fh})
+}

@@ -113,6 +113,24 @@ func (f *FS) notifyEntry(dir *gofs.Inode, name string) {
 	}
 }
 
+// lookUpStale is what the first read of a version that found it changed
+// in the bucket (ESTALE) does before it fails: under a finite TTL it
+// refreshes the name, so that the next open reads the bucket's version
+// (a new inode) rather than failing on the old one until the TTL has
+// passed; under --metadata-ttl indefinite the mount keeps the version it
+// knows (the bucket is not asked), as Refresh's doc says. It returns the
+// end of the read's log line: what happened, or what the user can do.
+func (f *FS) lookUpStale(ctx context.Context, key string) string {
+	if f.opts.TTL >= 0 {
+		res, err := f.Refresh(ctx, strings.TrimPrefix(key, f.prefix))
+		if err == nil {
+			return fmt.Sprintf("the name was looked up again (now %s): a new open reads the bucket's version", res.State)
+		}
+		f.log.Debug("fs: looking a changed file up again", "key", key, "err", err)
+	}
+	return f.staleHint(key)
+}
+
 // staleHint is the end of the log line of a read that failed with ESTALE:
 // what the user can do about it.
 func (f *FS) staleHint(key string) string {

@@ -2,6 +2,7 @@ package integration
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -10,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/stratafs/strata/backend"
 )
 
 // --metadata-ttl indefinite trusts what it looked up forever: an object
@@ -96,4 +99,56 @@ func refresh(t *testing.T, m *mount, paths ...string) string {
 		t.Fatalf("strata refresh %v: %v\n%s", paths, err, out)
 	}
 	return string(out)
+}
+
+// Under the default TTL, a read that finds its object changed in the
+// bucket fails with ESTALE (its handle keeps the version it opened), and
+// the name is looked up again then: the next open reads the new version
+// at once, not after the TTL (a minute by default; before, every open of
+// the name failed with ESTALE until then). A deleted object's name is
+// gone at once the same way.
+func TestOpenAfterAStaleReadReadsTheNewVersion(t *testing.T) {
+	requireFUSE(t)
+	servers(t, func(t *testing.T, srv server) {
+		bucket := srv.newBucket(t)
+		w := srv.writer(t, bucket)
+		v1 := map[string][]byte{"ckpt/latest.bin": randData(1, 8<<20), "ckpt/old.bin": randData(2, 8<<20)}
+		put(t, w, v1)
+		m := startMount(t, srv, srv.source(bucket, ""), "") // default --metadata-ttl
+		p, old := filepath.Join(m.dir, "ckpt/latest.bin"), filepath.Join(m.dir, "ckpt/old.bin")
+		f, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer f.Close()
+		g, err := os.Open(old)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer g.Close()
+		buf := make([]byte, 4096)
+		if _, err := f.ReadAt(buf, 0); err != nil {
+			t.Fatal(err)
+		}
+		v2 := randData(3, 9<<20)
+		put(t, w, map[string][]byte{"ckpt/latest.bin": v2}) // behind the mount's back
+		if err := w.(backend.Deleter).Delete(context.Background(), "ckpt/old.bin"); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.ReadAt(buf, 7<<20); !errors.Is(err, syscall.ESTALE) {
+			t.Fatalf("uncached read of a replaced object: %v, want ESTALE", err)
+		}
+		if _, err := g.ReadAt(buf, 7<<20); !errors.Is(err, syscall.ESTALE) {
+			t.Fatalf("uncached read of a deleted object: %v, want ESTALE", err)
+		}
+		if b, err := os.ReadFile(p); err != nil || !bytes.Equal(b, v2) {
+			t.Fatalf("open after the stale read: %v, %d bytes; want the new version's %d", err, len(b), len(v2))
+		}
+		if _, err := os.Stat(old); !errors.Is(err, os.ErrNotExist) {
+			t.Fatalf("stat of the deleted object after the stale read: %v, want ENOENT", err)
+		}
+		if log := logTail(m.cacheDir); !strings.Contains(log, "a new open reads the bucket's version") {
+			t.Errorf("the ESTALE log line does not say the name was looked up again:\n%s", log)
+		}
+	})
 }
