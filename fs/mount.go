@@ -111,6 +111,11 @@ func Mount(mountpoint string, fsys *FS, mo MountOptions) (*Mounted, error) {
 	}
 	srv, reuse, err := mountServer(mountpoint, fsys.Root(), opts, mo.Backing)
 	if err != nil {
+		if strings.Contains(err.Error(), "fusermount exited") {
+			// go-fuse's words: fusermount3's own message went to stderr,
+			// which a background mount does not show.
+			return nil, fmt.Errorf("fs: mount %s: %s (fusermount3 refused; `strata mount --foreground` shows its message)", mountpoint, strings.TrimSpace(err.Error()))
+		}
 		return nil, fmt.Errorf("fs: mount %s: %w", mountpoint, err)
 	}
 	if !fdMount {

@@ -59,6 +59,9 @@ func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool)
 	if err := mount.CheckMountpoint(mnt); err != nil {
 		return err
 	}
+	if err := mount.CheckFUSE(mnt, cfg.AllowOther); err != nil {
+		return err
+	}
 	if !allowNonempty {
 		if err := mount.CheckEmpty(mnt); err != nil {
 			return err

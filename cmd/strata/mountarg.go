@@ -6,7 +6,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/stratafs/strata/internal/mount"
 )
@@ -30,13 +29,13 @@ func explainNotAMount(p string, example func(mnt, rel string) string, ms []mount
 	if err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
-	at, in := placeIn(abs, ms)
+	at, in := mount.Locate(abs, ms)
 	if !mount.IsFUSE(at.FSType) && !mount.IsFUSE(in.FSType) {
 		// Only now resolve symlinks: resolving a path inside a hung FUSE
 		// mount would block.
 		if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
 			abs = filepath.Join(dir, filepath.Base(abs))
-			at, in = placeIn(abs, ms)
+			at, in = mount.Locate(abs, ms)
 		}
 	}
 	switch {
@@ -61,25 +60,3 @@ func explainNotAMount(p string, example func(mnt, rel string) string, ms []mount
 // isStrata reports whether e is a Strata mount (also one the CSI plugin
 // made, or a bind mount of one).
 func isStrata(e mount.Entry) bool { return e.FSType == "fuse.strata" }
-
-// placeIn finds, in the mount table, the mount whose mountpoint is abs (the
-// topmost one) and the deepest mount enclosing abs.
-func placeIn(abs string, ms []mount.Entry) (at, in mount.Entry) {
-	for _, e := range ms {
-		switch {
-		case e.Mountpoint == abs:
-			at = e
-		case within(abs, e.Mountpoint) && len(e.Mountpoint) >= len(in.Mountpoint):
-			in = e
-		}
-	}
-	return at, in
-}
-
-// within reports whether p lies strictly under dir.
-func within(p, dir string) bool {
-	if dir == "/" {
-		return p != "/"
-	}
-	return strings.HasPrefix(p, dir+"/")
-}

@@ -29,7 +29,10 @@
 // Before Start, Prepare validates the settings and resolves the
 // mountpoint and cache dir, and preflight.go has the other checks a CLI
 // mount makes (an empty mountpoint, a cache dir another mount still
-// holds, a dead mount to detach) and the mountinfo reader.
+// holds, a dead mount to detach) and the mountinfo reader; fusecheck.go
+// checks that this user can mount FUSE here at all (/dev/fuse,
+// fusermount3, user_allow_other), since fusermount3's own message never
+// reaches the user of a background mount.
 //
 // mount may import backend/..., cache/..., prefetch, fs and the other
 // internal packages; only cmd/strata and internal/sidecar (which serves

@@ -55,6 +55,22 @@ func ReadMountinfo() []Entry {
 	return out
 }
 
+// Locate finds, in the mount table ms, the topmost mount whose mountpoint
+// is abs (at) and the deepest mount enclosing abs strictly (in); either
+// is the zero Entry when there is none. It compares paths only: it never
+// touches abs, which may lie in a hung FUSE mount.
+func Locate(abs string, ms []Entry) (at, in Entry) {
+	for _, e := range ms {
+		switch {
+		case e.Mountpoint == abs:
+			at = e
+		case within(abs, e.Mountpoint) && len(e.Mountpoint) >= len(in.Mountpoint):
+			in = e
+		}
+	}
+	return at, in
+}
+
 // mountOf returns the mount holding path p (the last, i.e. topmost, mount
 // whose mountpoint is p or an ancestor of it).
 func mountOf(p string) (Entry, bool) {
