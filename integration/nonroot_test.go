@@ -5,9 +5,14 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // TestNonRootMountSaysWhy: a user who is not root mounts through
@@ -78,12 +83,31 @@ func TestNonRootMountSaysWhy(t *testing.T) {
 		t.Fatalf("a non-root mount: %v\n%s", err, out)
 	}
 	defer func() {
+		pids := servingPIDs(mnt)
 		if out, err := runAs(t, "fusermount3", "-u", mnt); err != nil {
 			t.Errorf("fusermount3 -u as the user: %v %s", err, out)
 		}
+		waitExited(t, pids)
 	}()
 	if out, err := runAs(t, "cat", filepath.Join(mnt, "a.txt")); err != nil || out != "hello\n" {
 		t.Errorf("reading through the user's mount: %v %q", err, out)
+	}
+}
+
+// waitExited waits until the processes pids have exited (a daemon flushing
+// its index after an unmount), for up to 30 s, then kills what is left
+// and fails the test.
+func waitExited(t *testing.T, pids []int) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for _, pid := range pids {
+		for syscall.Kill(pid, 0) == nil && time.Now().Before(deadline) {
+			time.Sleep(20 * time.Millisecond)
+		}
+		if syscall.Kill(pid, 0) == nil {
+			t.Errorf("strata (pid %d) still running 30 s after its unmount", pid)
+			_ = syscall.Kill(pid, syscall.SIGKILL)
+		}
 	}
 }
 
@@ -98,4 +122,69 @@ func fuseConfAllowsOther(conf string) bool {
 		}
 	}
 	return false
+}
+
+// TestNonRootMountAndUmount: a user who is not root mounts, reads,
+// writes, syncs and unmounts with `strata umount`, as on a workstation.
+// This machine's /dev/fuse may be closed to users (0600 here and on CI),
+// so the test runs in a mount namespace of its own, where a 0666 node of
+// the same device is bound over /dev/fuse (what distributions ship);
+// nothing outside it changes. Before, `strata umount` of the user's mount
+// failed with "operation not permitted" (umount(2) is root's; a user
+// unmounts through fusermount3 -u).
+func TestNonRootMountAndUmount(t *testing.T) {
+	requireFUSE(t)
+	bin := binaryForOthers(t)
+	var st unix.Stat_t
+	if err := unix.Stat("/dev/fuse", &st); err != nil {
+		t.Fatal(err)
+	}
+	base, err := os.MkdirTemp("", "strata-user-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(base) })
+	if err := os.Chmod(base, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	src, mnt, home := filepath.Join(base, "src"), filepath.Join(base, "mnt"), filepath.Join(base, "home")
+	t.Cleanup(func() { waitExited(t, servingPIDs(mnt)) }) // before the removal of its cache dir
+	for _, d := range []string{src, mnt, home} {
+		if err := os.Mkdir(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chown(d, nobody, nobody); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.WriteFile(filepath.Join(src, "a.txt"), []byte("hello\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	script := fmt.Sprintf(`set -e
+trap 'umount -l %[8]s 2>/dev/null || true' EXIT # a failed run leaves no daemon behind
+mknod %[1]s/fuse c %[2]d %[3]d
+chmod 0666 %[1]s/fuse
+mount --bind %[1]s/fuse /dev/fuse
+user() { setpriv --reuid=%[4]d --regid=%[4]d --clear-groups env HOME=%[5]s PATH=/usr/bin:/bin "$@"; }
+user %[6]s mount file://%[7]s %[8]s
+user cat %[8]s/a.txt
+user sh -c 'echo from the user > %[8]s/b.txt'
+user %[6]s sync %[8]s
+user %[6]s umount %[8]s
+if grep -q ' %[8]s ' /proc/self/mountinfo; then echo "still mounted"; exit 9; fi
+`, base, unix.Major(st.Rdev), unix.Minor(st.Rdev), nobody, home, bin, src, mnt)
+	out, err := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script).CombinedOutput()
+	if err != nil {
+		t.Fatalf("mount, read, write, sync and umount as a user: %v\n%s", err, out)
+	}
+	waitExited(t, servingPIDs(mnt)) // the daemon exits after its umount, as the README says
+	if !strings.Contains(string(out), "hello") {
+		t.Errorf("the user read %q, want hello", out)
+	}
+	if b, err := os.ReadFile(filepath.Join(src, "b.txt")); err != nil || string(b) != "from the user\n" {
+		t.Errorf("the user's file in the source: %v %q", err, b)
+	}
+	if fi, err := os.Stat(filepath.Join(home, ".cache", "strata")); err != nil || !fi.IsDir() {
+		t.Errorf("the user's default cache dir under $HOME/.cache/strata: %v", err)
+	}
 }
