@@ -125,13 +125,16 @@ func fuseConfAllowsOther(conf string) bool {
 }
 
 // TestNonRootMountAndUmount: a user who is not root mounts, reads,
-// writes, syncs and unmounts with `strata umount`, as on a workstation.
+// writes, syncs and unmounts with `strata umount`, as on a workstation,
+// then mounts again and unmounts with `strata umount --force`.
 // This machine's /dev/fuse may be closed to users (0600 here and on CI),
 // so the test runs in a mount namespace of its own, where a 0666 node of
 // the same device is bound over /dev/fuse (what distributions ship);
 // nothing outside it changes. Before, `strata umount` of the user's mount
 // failed with "operation not permitted" (umount(2) is root's; a user
-// unmounts through fusermount3 -u).
+// unmounts through fusermount3 -u), and --force failed where fusectl is
+// not mounted (a user cannot mount it to abort the connection; the lazy
+// detach is still done, with a warning).
 func TestNonRootMountAndUmount(t *testing.T) {
 	requireFUSE(t)
 	bin := binaryForOthers(t)
@@ -172,6 +175,9 @@ user sh -c 'echo from the user > %[8]s/b.txt'
 user %[6]s sync %[8]s
 user %[6]s umount %[8]s
 if grep -q ' %[8]s ' /proc/self/mountinfo; then echo "still mounted"; exit 9; fi
+user %[6]s mount file://%[7]s %[8]s
+user %[6]s umount --force %[8]s
+if grep -q ' %[8]s ' /proc/self/mountinfo; then echo "still mounted after --force"; exit 9; fi
 `, base, unix.Major(st.Rdev), unix.Minor(st.Rdev), nobody, home, bin, src, mnt)
 	out, err := exec.Command("unshare", "--mount", "--propagation", "private", "sh", "-c", script).CombinedOutput()
 	if err != nil {

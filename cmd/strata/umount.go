@@ -55,7 +55,12 @@ func runUmount(p string, force bool) error {
 	}
 	if mount.IsFUSE(e.FSType) {
 		if err := abortConnection(e); err != nil {
-			return fmt.Errorf("umount --force %s: %w", e.Mountpoint, err)
+			if os.Geteuid() == 0 || !errors.Is(err, unix.EPERM) {
+				return fmt.Errorf("umount --force %s: %w", e.Mountpoint, err)
+			}
+			// A user may abort their own connection only where fusectl
+			// is mounted (systemd mounts it); the lazy detach still works.
+			fmt.Fprintf(os.Stderr, "strata: %s's FUSE connection could not be aborted (%v); detaching it lazily: a process stuck on it is freed once the mount's daemon exits (kill it if it hangs)\n", e.Mountpoint, err)
 		}
 	}
 	if err := unmount(e, unix.MNT_DETACH); err != nil {
