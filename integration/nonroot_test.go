@@ -126,7 +126,8 @@ func fuseConfAllowsOther(conf string) bool {
 
 // TestNonRootMountAndUmount: a user who is not root mounts, reads,
 // writes, syncs and unmounts with `strata umount`, as on a workstation,
-// then mounts again and unmounts with `strata umount --force`.
+// then mounts again, is killed (kill -9), mounts over the dead mount
+// (which `strata mount` detaches) and unmounts with `strata umount --force`.
 // This machine's /dev/fuse may be closed to users (0600 here and on CI),
 // so the test runs in a mount namespace of its own, where a 0666 node of
 // the same device is bound over /dev/fuse (what distributions ship);
@@ -134,7 +135,8 @@ func fuseConfAllowsOther(conf string) bool {
 // failed with "operation not permitted" (umount(2) is root's; a user
 // unmounts through fusermount3 -u), and --force failed where fusectl is
 // not mounted (a user cannot mount it to abort the connection; the lazy
-// detach is still done, with a warning).
+// detach is still done, with a warning), and a mount over the user's
+// dead mount failed (its detach called umount(2)).
 func TestNonRootMountAndUmount(t *testing.T) {
 	requireFUSE(t)
 	bin := binaryForOthers(t)
@@ -176,6 +178,10 @@ user %[6]s sync %[8]s
 user %[6]s umount %[8]s
 if grep -q ' %[8]s ' /proc/self/mountinfo; then echo "still mounted"; exit 9; fi
 user %[6]s mount file://%[7]s %[8]s
+pkill -9 -f '^%[6]s mount file://%[7]s %[8]s'
+while pgrep -f '^%[6]s mount file://%[7]s %[8]s' >/dev/null; do sleep 0.05; done
+user %[6]s mount file://%[7]s %[8]s
+user cat %[8]s/a.txt
 user %[6]s umount --force %[8]s
 if grep -q ' %[8]s ' /proc/self/mountinfo; then echo "still mounted after --force"; exit 9; fi
 `, base, unix.Major(st.Rdev), unix.Minor(st.Rdev), nobody, home, bin, src, mnt)
@@ -184,8 +190,11 @@ if grep -q ' %[8]s ' /proc/self/mountinfo; then echo "still mounted after --forc
 		t.Fatalf("mount, read, write, sync and umount as a user: %v\n%s", err, out)
 	}
 	waitExited(t, servingPIDs(mnt)) // the daemon exits after its umount, as the README says
-	if !strings.Contains(string(out), "hello") {
-		t.Errorf("the user read %q, want hello", out)
+	if strings.Count(string(out), "hello") != 2 {
+		t.Errorf("the user read %q, want hello twice", out)
+	}
+	if !strings.Contains(string(out), "had died (transport endpoint is not connected); detached it") {
+		t.Errorf("the mount over the user's killed mount did not detach it:\n%s", out)
 	}
 	if b, err := os.ReadFile(filepath.Join(src, "b.txt")); err != nil || string(b) != "from the user\n" {
 		t.Errorf("the user's file in the source: %v %q", err, b)

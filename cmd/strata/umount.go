@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 
@@ -45,7 +44,7 @@ func runUmount(p string, force bool) error {
 		return err
 	}
 	if !force {
-		if err := unmount(e, 0); err != nil {
+		if err := mount.Unmount(e, 0); err != nil {
 			if errors.Is(err, unix.EBUSY) {
 				return fmt.Errorf("umount %s: files are still open there (see `fuser -vm %s`); close them, or detach it lazily with `umount -l %s`", e.Mountpoint, e.Mountpoint, e.Mountpoint)
 			}
@@ -63,39 +62,10 @@ func runUmount(p string, force bool) error {
 			fmt.Fprintf(os.Stderr, "strata: %s's FUSE connection could not be aborted (%v); detaching it lazily: a process stuck on it is freed once the mount's daemon exits (kill it if it hangs)\n", e.Mountpoint, err)
 		}
 	}
-	if err := unmount(e, unix.MNT_DETACH); err != nil {
+	if err := mount.Unmount(e, unix.MNT_DETACH); err != nil {
 		return fmt.Errorf("umount --force %s: %w", e.Mountpoint, err)
 	}
 	return nil
-}
-
-// unmount unmounts e (flags: 0 or MNT_DETACH). A user who is not root
-// may not call umount(2); fusermount3 -u unmounts a FUSE mount that user
-// made, as umount(8) does for them.
-func unmount(e mount.Entry, flags int) error {
-	err := unix.Unmount(e.Mountpoint, flags)
-	if !errors.Is(err, unix.EPERM) || os.Geteuid() == 0 || !mount.IsFUSE(e.FSType) {
-		return err
-	}
-	bin, lerr := exec.LookPath("fusermount3")
-	if lerr != nil {
-		if bin, lerr = exec.LookPath("fusermount"); lerr != nil {
-			return fmt.Errorf("%w (as a non-root user, unmounting needs fusermount3: apt-get install fuse3)", err)
-		}
-	}
-	args := []string{"-u"}
-	if flags&unix.MNT_DETACH != 0 {
-		args = append(args, "-z")
-	}
-	out, ferr := exec.Command(bin, append(args, "--", e.Mountpoint)...).CombinedOutput()
-	if ferr == nil {
-		return nil
-	}
-	msg := strings.TrimSpace(string(out))
-	if strings.Contains(msg, "busy") {
-		return fmt.Errorf("%s: %w", msg, unix.EBUSY)
-	}
-	return fmt.Errorf("%s (%w)", msg, ferr)
 }
 
 // abortConnection writes to the connection's abort file; the connection is

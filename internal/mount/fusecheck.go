@@ -8,7 +8,6 @@ import (
 	"io/fs"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strings"
 )
 
@@ -40,14 +39,8 @@ func thisHost() fuseHost {
 			}
 			return f.Close()
 		},
-		stat: os.Stat,
-		lookPath: func(name string) (string, error) {
-			// go-fuse's lookup: PATH, then /bin.
-			if p, err := exec.LookPath(name); err == nil {
-				return p, nil
-			}
-			return exec.LookPath(filepath.Join("/bin", name))
-		},
+		stat:     os.Stat,
+		lookPath: exec.LookPath,
 		fuseConf: func() ([]byte, error) { return os.ReadFile("/etc/fuse.conf") },
 	}
 }
@@ -81,10 +74,8 @@ func checkFUSE(h fuseHost, mnt string, allowOther bool) error {
 	if h.euid == 0 {
 		return nil // root mounts directly, without fusermount3
 	}
-	if _, err := h.lookPath("fusermount3"); err != nil {
-		if _, err := h.lookPath("fusermount"); err != nil {
-			return errors.New("mounting as a non-root user needs fusermount3, which is not installed (Debian and Ubuntu: `apt-get install fuse3`); or mount as root")
-		}
+	if _, err := fusermount(h.lookPath); err != nil {
+		return errors.New("mounting as a non-root user needs fusermount3, which is not installed (Debian and Ubuntu: `apt-get install fuse3`); or mount as root")
 	}
 	if allowOther {
 		conf, _ := h.fuseConf()

@@ -260,7 +260,7 @@ func RecoverDeadMount(mnt string) {
 	case <-time.After(5 * time.Second):
 		return
 	}
-	if err := unix.Unmount(e.Mountpoint, unix.MNT_DETACH); err == nil {
+	if err := Unmount(e, unix.MNT_DETACH); err == nil {
 		fmt.Fprintf(os.Stderr, "strata: the previous mount at %s had died (transport endpoint is not connected); detached it\n", mnt)
 	}
 }
