@@ -128,6 +128,18 @@ func TestOpsWarmThenReadWithServerStopped(t *testing.T) {
 	if err != nil || !strings.Contains(out, "fetched 0B") {
 		t.Errorf("second warm: %v %q", err, out)
 	}
+	// A source under which nothing lies is an error that says so, and
+	// names the file when the source is one (before: "warmed 0 of 0
+	// objects", exit 0).
+	for _, c := range []struct{ source, want string }{
+		{srv.source(bucket, "dta"), "nothing to warm: "},
+		{srv.source(bucket, "data/big/shard-0.bin"), "big/shard-0.bin is an object (a file, not a directory)"},
+	} {
+		out, errOut, err := runStrata(t, srv, append([]string{"warm", c.source, "--cache-dir", t.TempDir()}, srv.flags()...)...)
+		if err == nil || !strings.Contains(errOut, c.want) {
+			t.Errorf("warm %s: %v %q %q, want an error saying %q", c.source, err, out, errOut, c.want)
+		}
+	}
 
 	srv.stop(t)
 	addr := metricsAddr(t)

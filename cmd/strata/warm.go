@@ -232,7 +232,10 @@ func warmOffline(ctx context.Context, cfg *config.Config, src config.Source, req
 		made.Undo() // refused before warming anything: leave no cache dir behind
 		return warm.Progress{}, err
 	}
-	defer s.Close()
-	job := s.WarmJob(req)
-	return job.Run(ctx, show)
+	p, err := s.WarmJob(req).Run(ctx, show)
+	s.Close()
+	if errors.Is(err, warm.ErrNothingToWarm) {
+		made.Undo() // nothing was warmed into it either
+	}
+	return p, err
 }

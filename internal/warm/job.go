@@ -75,6 +75,11 @@ const maxErrors = 10
 // in it is pinned or its disk is full.
 var ErrCacheFull = errors.New("the cache is full")
 
+// ErrNothingToWarm: no object lies under the source and prefix asked for
+// (a typo, or the name of one file), which would otherwise report
+// "warmed 0 of 0 objects" and succeed.
+var ErrNothingToWarm = errors.New("nothing to warm")
+
 // fail records an object that could not be warmed.
 func (j *Job) fail(msg string) {
 	j.failed.Add(1)
@@ -175,6 +180,8 @@ func (j *Job) Run(ctx context.Context, report func(Progress)) (Progress, error) 
 				return p, fmt.Errorf("warm cancelled: %w", ctx.Err())
 			case p.Failed > 0 || p.FailedPaths > 0:
 				return p, fmt.Errorf("%s: %s", failureSummary(p), strings.Join(p.Errors, "; "))
+			case p.Objects == 0 && len(j.Req.Paths) == 0:
+				return p, j.nothingToWarm(ctx)
 			}
 			return p, nil
 		case <-tick.C:
@@ -183,6 +190,22 @@ func (j *Job) Run(ctx context.Context, report func(Progress)) (Progress, error) 
 			}
 		}
 	}
+}
+
+// nothingToWarm says that nothing lies under the source and prefix, and,
+// when that prefix is the name of a file, how to warm the file.
+func (j *Job) nothingToWarm(ctx context.Context) error {
+	under := j.Root + j.Req.Prefix
+	err := fmt.Errorf("%w: no object's key starts with %q (check SOURCE and --prefix)", ErrNothingToWarm, under)
+	name := strings.TrimSuffix(under, "/")
+	if name == "" {
+		return err
+	}
+	dir, base := meta.Parent(name)
+	if e, lerr := j.Meta.Lookup(ctx, dir, base); lerr == nil && !e.Dir {
+		return fmt.Errorf("%w; %s is an object (a file, not a directory): to warm it, give its directory as SOURCE and its name in --from-list (echo %s | strata warm SOURCE --from-list -)", err, name, base)
+	}
+	return err
 }
 
 // failureSummary says what could not be warmed, objects and paths apart.

@@ -26,7 +26,6 @@ func TestWarmSelects(t *testing.T) {
 		{name: "everything", want: []string{"d1/a.bin", "d1/d2/deep.bin", "empty", "top.txt", "train/a0.bin", "train/a1.bin", "train/b0.bin", "train/sub/a9.bin"}},
 		{name: "a directory", req: warm.Request{Prefix: "train/"}, want: []string{"train/a0.bin", "train/a1.bin", "train/b0.bin", "train/sub/a9.bin"}},
 		{name: "a key prefix", req: warm.Request{Prefix: "train/a"}, want: []string{"train/a0.bin", "train/a1.bin"}},
-		{name: "nothing matches", req: warm.Request{Prefix: "nope/"}},
 		{name: "a list", req: warm.Request{Paths: []string{"d1", "/train/b0.bin", "missing.bin"}}, want: []string{"d1/a.bin", "d1/d2/deep.bin", "train/b0.bin"}, wantFailed: 1},
 	}
 	for _, tc := range tests {
@@ -131,4 +130,37 @@ func TestWarmFailures(t *testing.T) {
 			t.Fatalf("run after cancel: %v (took %s)", err, time.Since(start))
 		}
 	})
+}
+
+// TestWarmOfNothingSaysSo: a SOURCE or --prefix under which no object
+// lies (a typo, or the name of one file: s3://bucket/dir/file.bin) is an
+// error that says so, and names the file when it is one; before, warm
+// reported "warmed 0 of 0 objects" and exited 0, and the training job
+// then read everything cold.
+func TestWarmOfNothingSaysSo(t *testing.T) {
+	for _, tc := range []struct {
+		name, root string
+		req        warm.Request
+		want       []string
+	}{
+		{"a prefix of nothing", "", warm.Request{Prefix: "nope/"}, []string{"nothing to warm", `no object's key starts with "nope/"`}},
+		{"a source of nothing", "nope/", warm.Request{}, []string{"nothing to warm", `no object's key starts with "nope/"`}},
+		{"a source naming a file", "train/a0.bin/", warm.Request{}, []string{"nothing to warm", "train/a0.bin is an object (a file, not a directory)", "--from-list"}},
+		{"a prefix naming a file", "train/", warm.Request{Prefix: "a0.bin/"}, []string{"train/a0.bin is an object"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			e := warmtest.New(t, warmtest.Tree, 1<<30)
+			j := e.Job(tc.req)
+			j.Root = tc.root
+			p, err := j.Run(context.Background(), nil)
+			if !errors.Is(err, warm.ErrNothingToWarm) {
+				t.Fatalf("run: %+v, %v; want ErrNothingToWarm", p, err)
+			}
+			for _, w := range tc.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
 }
