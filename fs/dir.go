@@ -151,6 +151,10 @@ var (
 )
 
 func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Errno) {
+	if h.pos < dots {
+		h.pos++
+		return h.d.dot(h.pos == 1), 0
+	}
 	e, ok, err := h.r.Next(h.ctx)
 	if err != nil {
 		h.d.fsys.log.Warn("fs: readdir failed", "dir", h.d.key.get(), "err", err)
@@ -171,6 +175,27 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	return de, 0
 }
 
+// dots is how many entries a listing starts with: "." and "..", as local
+// filesystems list them (file managers take a directory's own entry from
+// its listing; POSIX leaves it to the filesystem).
+const dots = 2
+
+// dot is the directory's "." entry (self), or its ".." (the root's is
+// itself). go-fuse looks neither up for readdirplus.
+func (d *dirNode) dot(self bool) *fuse.DirEntry {
+	in := d.EmbeddedInode()
+	if !self {
+		if _, p := d.Parent(); p != nil {
+			in = p
+		}
+	}
+	name := "."
+	if !self {
+		name = ".."
+	}
+	return &fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: in.StableAttr().Ino}
+}
+
 // Lookup answers readdirplus from the entry just streamed, without another
 // trip to the metadata cache.
 func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut) (*gofs.Inode, syscall.Errno) {
@@ -184,7 +209,7 @@ func (h *dirHandle) Lookup(ctx context.Context, name string, out *fuse.EntryOut)
 // out (offsets count entries).
 func (h *dirHandle) Seekdir(ctx context.Context, off uint64) syscall.Errno {
 	h.r.Rewind()
-	h.pos = 0
+	h.pos = min(off, dots)
 	for h.pos < off {
 		if _, ok, err := h.r.Next(h.ctx); err != nil {
 			return toErrno(err)
