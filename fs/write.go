@@ -207,7 +207,7 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 	w.sessMu.Unlock()
 	f.trackLocal(n, key, e) // listings and new lookups show the committed size
 	if err = f.wb.Journal(ctx, j); err != nil {
-		f.log.Warn("fs: upload failed; the data is kept and retried", "key", key, "err", err)
+		f.log.Warn("fs: upload failed; the data is kept (`strata uploads` says whether it is retried)", "key", key, "err", err)
 	}
 	return j, err
 }

@@ -134,6 +134,16 @@ func permanent(err error) bool {
 		errors.Is(err, backend.ErrInvalidRequest)
 }
 
+// whatNow is the end of the log line of an upload that failed for good:
+// what happened in words, and what the user can do.
+func whatNow(err error) string {
+	const cmds = "the file is kept: `strata uploads MOUNTPOINT` lists it, `--retry` sends it again, `--discard` gives it up"
+	if errors.Is(err, backend.ErrPreconditionFailed) {
+		return "the object changed in the bucket since this file was opened (another writer); " + cmds + ", and writing the file again replaces theirs"
+	}
+	return cmds
+}
+
 // upload runs one attempt of a job. stop, cancelled by j.cancel (a
 // rename, a delete, a newer commit), gives the attempt up only before its
 // last request is sent (backend.PutOptions.Stop); after that the attempt
@@ -321,7 +331,7 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 		j.rec.State, j.rec.LastError = index.UploadFailed, err.Error()
 		j.rec.Attempts++
 		_ = m.putUpload(j.seq, j.rec)
-		m.log.Error("writeback: upload failed; the file is kept in the cache for a retry", "key", r.Key, "err", err)
+		m.log.Error("writeback: upload failed and is not retried by itself; "+whatNow(err), "key", r.Key, "err", err)
 		j.settle(err)
 	default:
 		j.rec.Attempts++

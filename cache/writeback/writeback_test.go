@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"log/slog"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -199,10 +201,20 @@ func TestLastCommitWins(t *testing.T) {
 func TestConflictIsPermanentAndKeepsData(t *testing.T) {
 	b := newBucket()
 	b.objs["k"], b.vers["k"] = []byte("someone else's"), "theirs"
-	e := newEnv(t, Sync, b, "")
+	var logged bytes.Buffer
+	e := openEnv(t, b, b, "", func(o *Options) {
+		o.Mode, o.Logger = Sync, slog.New(slog.NewTextHandler(&logged, nil))
+	})
 	_, err := e.m.Commit(context.Background(), "k", e.stage(t, []byte("mine")), "mybase", 1)
 	if !errors.Is(err, backend.ErrPreconditionFailed) {
 		t.Fatalf("want ErrPreconditionFailed, got %v", err)
+	}
+	// The log says what happened and what to do, not that a retry comes
+	// (it said "kept in the cache for a retry", and none came).
+	for _, w := range []string{"not retried by itself", "changed in the bucket since this file was opened", "strata uploads"} {
+		if !strings.Contains(logged.String(), w) {
+			t.Errorf("the conflict's log line does not say %q:\n%s", w, logged.String())
+		}
 	}
 	if got, _ := b.get("k"); string(got) != "someone else's" {
 		t.Fatal("conflicting write clobbered the other writer")
