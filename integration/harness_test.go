@@ -207,7 +207,9 @@ func (m *mount) unmount() {
 	if m.pid == 0 {
 		return
 	}
-	if err := exec.Command("umount", m.dir).Run(); err != nil {
+	how := "umount"
+	if out, err := exec.Command("umount", m.dir).CombinedOutput(); err != nil {
+		how = fmt.Sprintf("umount -l (umount: %v %s)", err, bytes.TrimSpace(out))
 		if out, err := exec.Command("umount", "-l", m.dir).CombinedOutput(); err != nil {
 			m.t.Logf("umount -l %s: %v %s", m.dir, err, out)
 		}
@@ -220,9 +222,36 @@ func (m *mount) unmount() {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	m.t.Errorf("strata (pid %d) still running 30s after umount", m.pid)
-	_ = syscall.Kill(m.pid, syscall.SIGKILL) // the test has failed already
+	m.t.Errorf("strata (pid %d) still running 30s after %s", m.pid, how)
+	// The test has failed already: what the daemon was waiting on is the
+	// evidence (SIGQUIT makes Go write every goroutine to its log).
+	_ = syscall.Kill(m.pid, syscall.SIGQUIT)
+	for i := 0; i < 100 && syscall.Kill(m.pid, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	_ = syscall.Kill(m.pid, syscall.SIGKILL)
 	m.pid = 0
+	m.t.Logf("the daemon's goroutines in FUSE handlers or in its shutdown:\n%s", stuckGoroutines(m.cacheDir))
+}
+
+// stuckGoroutines picks, from the goroutine dump SIGQUIT wrote to a
+// mount's log, those serving a FUSE request or closing the mount (what
+// keeps it from exiting), at most 24 KB.
+func stuckGoroutines(cacheDir string) string {
+	b, _ := os.ReadFile(filepath.Join(cacheDir, "strata.log"))
+	var out []string
+	n := 0
+	for _, g := range strings.Split(string(b), "\n\n") {
+		if !strings.HasPrefix(g, "goroutine ") || !(strings.Contains(g, "handleRequest") || strings.Contains(g, "(*Mount).Close") || strings.Contains(g, "main.")) {
+			continue
+		}
+		if n += len(g); n > 24<<10 {
+			out = append(out, "...")
+			break
+		}
+		out = append(out, g)
+	}
+	return strings.Join(out, "\n\n")
 }
 
 type session struct {
