@@ -26,10 +26,15 @@
 // Every attempt is bounded by a middleware placed right after the retry
 // loop: RequestTimeout for metadata requests, ResponseTimeout (by default
 // RequestTimeout) for the response headers of a GET and for a HEAD or a
-// one-key LIST (a lookup's requests), TransferTimeout for requests carrying data. An attempt that
-// times out is retried; attempts exhausted on 5xx, throttling, network
-// errors or timeouts give backend.ErrUnavailable. The caller's own
-// cancellation is returned as the context error, never as ErrUnavailable.
+// one-key LIST (a lookup's requests), TransferTimeout for requests carrying data,
+// which SendStallTimeout also cuts once nothing has moved for that long
+// (stall.go: progressTransport reports every byte sent and received). An
+// attempt that times out is retried, once: an operation's second timeout
+// takes the endpoint for silent and fails it. Attempts exhausted on 5xx,
+// throttling, network errors or timeouts give backend.ErrUnavailable. The
+// caller's own cancellation is returned as the context error, never as
+// ErrUnavailable. A multipart upload that fails with ErrUnavailable is
+// aborted in the background (abortAfter).
 //
 // # Reads
 //

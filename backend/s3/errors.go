@@ -124,12 +124,15 @@ func mapErrAs(op, key string, err error, from, to error) error {
 type attemptTimeoutError struct {
 	d   time.Duration
 	err error
+	// last: the operation's silentAfter-th attempt to time out, not
+	// retried (stall.go).
+	last bool
 }
 
 func (e *attemptTimeoutError) Error() string {
 	return fmt.Sprintf("attempt timed out after %s (%v)", e.d, e.err)
 }
-func (e *attemptTimeoutError) RetryableError() bool { return true }
+func (e *attemptTimeoutError) RetryableError() bool { return !e.last }
 func (e *attemptTimeoutError) Timeout() bool        { return true }
 
 // attemptTimeout bounds each attempt of one operation: it sits right after
@@ -163,7 +166,7 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 	}
 	cancel()
 	if err != nil && !inTime && ctx.Err() == nil {
-		err = &attemptTimeoutError{d: m.d, err: err}
+		err = timedOut(ctx, m.d, err)
 	}
 	return out, md, err
 }
@@ -184,6 +187,9 @@ func (c *cancelOnClose) Close() error {
 func withTimeout(d time.Duration, stream bool) func(*s3.Options) {
 	return func(o *s3.Options) {
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
+			if err := addTimeoutCount(s); err != nil {
+				return err
+			}
 			return s.Finalize.Insert(attemptTimeout{d: d, stream: stream}, "Retry", middleware.After)
 		})
 	}

@@ -62,6 +62,12 @@ type Options struct {
 	// copies data (PutObject, UploadPart, CopyObject, UploadPartCopy,
 	// CompleteMultipartUpload).
 	TransferTimeout time.Duration
+	// SendStallTimeout cuts an attempt of a request carrying data
+	// (PutObject, UploadPart, CompleteMultipartUpload) once nothing has
+	// moved for this long: no byte of its body sent, no answer, no byte of
+	// the answer. An operation whose attempts time out twice (this bound
+	// or another) fails with ErrUnavailable instead of retrying (stall.go).
+	SendStallTimeout time.Duration
 	// ReadStallTimeout fails (or resumes) a GET body that delivers no byte
 	// for this long while the caller is waiting for one.
 	ReadStallTimeout time.Duration
@@ -91,6 +97,7 @@ func DefaultOptions() Options {
 		MaxBackoff:             10 * time.Second,
 		RequestTimeout:         30 * time.Second,
 		TransferTimeout:        10 * time.Minute,
+		SendStallTimeout:       30 * time.Second,
 		ReadStallTimeout:       30 * time.Second,
 		ReadResumes:            3,
 		MaxConns:               256,
@@ -116,6 +123,7 @@ func (o *Options) fill() {
 	backend.OrDefault(&o.MaxBackoff, d.MaxBackoff)
 	backend.OrDefault(&o.RequestTimeout, d.RequestTimeout)
 	backend.OrDefault(&o.TransferTimeout, d.TransferTimeout)
+	backend.OrDefault(&o.SendStallTimeout, d.SendStallTimeout)
 	backend.OrDefault(&o.ReadStallTimeout, d.ReadStallTimeout)
 	if o.ReadResumes < 0 {
 		o.ReadResumes = 0
@@ -204,7 +212,7 @@ func New(ctx context.Context, bucket string, opt Options) (*Backend, error) {
 		return nil, errors.New("s3: unexpected HTTP client type after loading the configuration")
 	}
 	tr := bcl.GetTransport()
-	hc := &http.Client{Transport: tr, CheckRedirect: limitedRedirect}
+	hc := &http.Client{Transport: progressTransport{tr}, CheckRedirect: limitedRedirect}
 	client := s3.NewFromConfig(cfg, func(o *s3.Options) {
 		o.HTTPClient = hc
 		if opt.Endpoint != "" {

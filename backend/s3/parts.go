@@ -44,19 +44,19 @@ func (u *partUpload) SendPart(ctx context.Context, number int, r io.ReaderAt, of
 		PartNumber:    aws.Int32(int32(number)),
 		Body:          io.NewSectionReader(r, off, n),
 		ContentLength: aws.Int64(n),
-	}, u.b.xferTimeout())
+	}, u.b.xferTimeout(), u.b.sendStall())
 	if err != nil {
 		return "", mapErr(fmt.Sprintf("put (part %d)", number), u.key, err)
 	}
 	return aws.ToString(out.ETag), nil
 }
 
-func (u *partUpload) Complete(ctx context.Context, tags []string, size int64, opt backend.CompleteOptions) (backend.ObjectInfo, error) {
+func (u *partUpload) Complete(ctx context.Context, tags []string, size int64, opt backend.CompleteOptions) (_ backend.ObjectInfo, err error) {
 	ifVersion := opt.IfVersion
 	done := false
 	defer func() {
 		if !done {
-			u.Abort(ctx)
+			u.b.abortAfter(ctx, u.key, u.id, err)
 		}
 	}()
 	if len(tags) == 0 {

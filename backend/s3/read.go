@@ -53,6 +53,9 @@ func (b *Backend) head(ctx context.Context, op, key, version string) (backend.Ob
 
 func (b *Backend) metaTimeout() func(*s3.Options) { return withTimeout(b.opt.RequestTimeout, false) }
 func (b *Backend) xferTimeout() func(*s3.Options) { return withTimeout(b.opt.TransferTimeout, false) }
+
+// sendStall bounds an attempt of a request carrying data by its progress.
+func (b *Backend) sendStall() func(*s3.Options) { return withSendStall(b.opt.SendStallTimeout) }
 func (b *Backend) getTimeout() func(*s3.Options) {
 	if b.opt.ResponseTimeout > 0 {
 		return withTimeout(b.opt.ResponseTimeout, true)

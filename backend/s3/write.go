@@ -89,7 +89,7 @@ func (b *Backend) putSingle(ctx context.Context, key string, r io.ReaderAt, size
 		ContentLength: aws.Int64(size),
 		IfMatch:       ifMatch,
 		IfNoneMatch:   ifNoneMatch,
-	}, b.xferTimeout(), withStopGate(stop))
+	}, b.xferTimeout(), b.sendStall(), withStopGate(stop))
 	if err != nil {
 		return backend.ObjectInfo{}, putErr("put", key, ifVersion, err)
 	}
@@ -109,7 +109,7 @@ func (b *Backend) written(ctx context.Context, key string, size int64, etag stri
 
 // putMultipart sends the parts under opt.Stop and the completion without
 // it (see PutOptions.Stop).
-func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, size, partSize int64, conc int, opt backend.PutOptions) (backend.ObjectInfo, error) {
+func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, size, partSize int64, conc int, opt backend.PutOptions) (_ backend.ObjectInfo, err error) {
 	ifVersion := opt.IfVersion
 	if err := b.precheck(ctx, key, ifVersion); err != nil {
 		return backend.ObjectInfo{}, err
@@ -122,7 +122,7 @@ func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, s
 	done := false
 	defer func() {
 		if !done {
-			b.abort(ctx, key, id)
+			b.abortAfter(ctx, key, id, err)
 		}
 	}()
 	nParts := int((size + partSize - 1) / partSize)
@@ -136,7 +136,7 @@ func (b *Backend) putMultipart(ctx context.Context, key string, r io.ReaderAt, s
 			PartNumber:    aws.Int32(int32(i + 1)),
 			Body:          io.NewSectionReader(r, off, n),
 			ContentLength: aws.Int64(n),
-		}, b.xferTimeout())
+		}, b.xferTimeout(), b.sendStall())
 		if err != nil {
 			return "", mapErr(fmt.Sprintf("put (part %d of %d)", i+1, nParts), key, err)
 		}
@@ -228,7 +228,7 @@ func (b *Backend) complete(ctx context.Context, key, id string, parts []types.Co
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 		IfMatch:         ifMatch,
 		IfNoneMatch:     ifNoneMatch,
-	}, b.xferTimeout(), withStopGate(stop))
+	}, b.xferTimeout(), b.sendStall(), withStopGate(stop))
 	if err == nil {
 		return trimETag(out.ETag), nil
 	}
@@ -257,6 +257,20 @@ func multipartETag(parts []types.CompletedPart) string {
 		h.Write(raw)
 	}
 	return fmt.Sprintf("%x-%d", h.Sum(nil), len(parts))
+}
+
+// abortAfter aborts a multipart upload that failed with err: at once, or,
+// when the endpoint is unavailable (silent, out of reach), in the
+// background, so that the failure is returned now rather than after the
+// abort's own attempts have timed out too (a close of a file sent in
+// parts took 2 minutes to fail). Parts an abort cannot remove stay, as
+// before, until the bucket's lifecycle rule for incomplete uploads.
+func (b *Backend) abortAfter(ctx context.Context, key, id string, err error) {
+	if errors.Is(err, backend.ErrUnavailable) {
+		go b.abort(ctx, key, id)
+		return
+	}
+	b.abort(ctx, key, id)
 }
 
 // abort removes a failed multipart upload's parts. It runs even when ctx

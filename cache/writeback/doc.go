@@ -50,7 +50,9 @@
 // order (eager.go): the commit then sends the parts not sent or changed
 // since, and completes the upload under the same condition a Put would
 // have. Nothing is visible before the completion; a file never committed
-// aborts its parts. The upload's ID is recorded in the index while it is
+// aborts its parts. Parts that met an unavailable backend fail the commit
+// at once (the job is retried whole later) rather than sending the whole
+// file to the same silent endpoint; their abort runs in the background. The upload's ID is recorded in the index while it is
 // open, so one a crash leaves open is aborted by the next mount
 // (orphans.go).
 //

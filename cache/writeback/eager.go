@@ -261,6 +261,9 @@ func (e *eagerUpload) finish(ctx context.Context, stop <-chan struct{}, size int
 		}
 	}
 	e.mu.Unlock()
+	if errors.Is(failed, backend.ErrUnavailable) {
+		return e.giveUp(failed)
+	}
 	if up == nil || failed != nil || n > eagerMaxParts || size < eagerPartSize {
 		e.abort()
 		return backend.ObjectInfo{}, 0, fmt.Errorf("%w: %v", errNoEager, failed)
@@ -271,6 +274,9 @@ func (e *eagerUpload) finish(ctx context.Context, stop <-chan struct{}, size int
 	if backend.Stopped(stop) { // before the completion only (see Manager.upload)
 		e.abort()
 		return backend.ObjectInfo{}, 0, backend.ErrStopped
+	}
+	if errors.Is(err, backend.ErrUnavailable) {
+		return e.giveUp(err)
 	}
 	if err != nil {
 		e.abort()
@@ -284,6 +290,17 @@ func (e *eagerUpload) finish(ctx context.Context, stop <-chan struct{}, size int
 	}
 	e.close()
 	return info, early, err
+}
+
+// giveUp ends an upload whose parts met an unavailable backend: the job
+// fails with err now and is retried whole later, rather than sending the
+// whole file to the same silent endpoint at once (a close then took twice
+// as long to fail), and the parts are aborted off the caller's path (the
+// abort would wait out the same silence; its record stays for the next
+// mount if it fails).
+func (e *eagerUpload) giveUp(err error) (backend.ObjectInfo, int, error) {
+	e.abortAsync()
+	return backend.ObjectInfo{}, 0, err
 }
 
 // sendAll sends the parts in todo, conc at once.
