@@ -29,8 +29,9 @@
 // one-key LIST (a lookup's requests), TransferTimeout for requests carrying data,
 // which SendStallTimeout also cuts once nothing has moved for that long
 // (stall.go: progressTransport reports every byte sent and received). An
-// attempt that times out is retried, once: an operation's second timeout
-// takes the endpoint for silent and fails it. Attempts exhausted on 5xx,
+// attempt that times out is retried; a metadata or data request's second
+// timed-out attempt takes the endpoint for silent and fails it (a GET's
+// and a lookup's short attempts go on: their callers bound them). Attempts exhausted on 5xx,
 // throttling, network errors or timeouts give backend.ErrUnavailable. The
 // caller's own cancellation is returned as the context error, never as
 // ErrUnavailable. A multipart upload that fails with ErrUnavailable is

@@ -184,11 +184,17 @@ func (c *cancelOnClose) Close() error {
 }
 
 // withTimeout returns the per-operation option installing attemptTimeout.
-func withTimeout(d time.Duration, stream bool) func(*s3.Options) {
+// counted: the operation fails at its second timed-out attempt (stall.go);
+// a GET's or a lookup's short attempts are not counted, their callers
+// bound the whole operation (a lookup at 8 s) and keep sending attempts
+// until then.
+func withTimeout(d time.Duration, stream, counted bool) func(*s3.Options) {
 	return func(o *s3.Options) {
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
-			if err := addTimeoutCount(s); err != nil {
-				return err
+			if counted {
+				if err := addTimeoutCount(s); err != nil {
+					return err
+				}
 			}
 			return s.Finalize.Insert(attemptTimeout{d: d, stream: stream}, "Retry", middleware.After)
 		})

@@ -51,16 +51,20 @@ func (b *Backend) head(ctx context.Context, op, key, version string) (backend.Ob
 	}, nil
 }
 
-func (b *Backend) metaTimeout() func(*s3.Options) { return withTimeout(b.opt.RequestTimeout, false) }
-func (b *Backend) xferTimeout() func(*s3.Options) { return withTimeout(b.opt.TransferTimeout, false) }
+func (b *Backend) metaTimeout() func(*s3.Options) {
+	return withTimeout(b.opt.RequestTimeout, false, true)
+}
+func (b *Backend) xferTimeout() func(*s3.Options) {
+	return withTimeout(b.opt.TransferTimeout, false, true)
+}
 
 // sendStall bounds an attempt of a request carrying data by its progress.
 func (b *Backend) sendStall() func(*s3.Options) { return withSendStall(b.opt.SendStallTimeout) }
 func (b *Backend) getTimeout() func(*s3.Options) {
 	if b.opt.ResponseTimeout > 0 {
-		return withTimeout(b.opt.ResponseTimeout, true)
+		return withTimeout(b.opt.ResponseTimeout, true, false)
 	}
-	return withTimeout(b.opt.RequestTimeout, true)
+	return withTimeout(b.opt.RequestTimeout, true, false)
 }
 
 // lookupTimeout bounds one attempt of a HEAD or a one-key LIST (what a
@@ -70,7 +74,7 @@ func (b *Backend) getTimeout() func(*s3.Options) {
 // whole lookup at 8 s (cache/meta), which holds two such attempts.
 func (b *Backend) lookupTimeout() func(*s3.Options) {
 	if b.opt.ResponseTimeout > 0 {
-		return withTimeout(b.opt.ResponseTimeout, false)
+		return withTimeout(b.opt.ResponseTimeout, false, false)
 	}
 	return b.metaTimeout()
 }

@@ -149,19 +149,23 @@ func TestRetriesAndAttemptTimeouts(t *testing.T) {
 		f, b := newFake(t, []byte("x"))
 		b.opt.RequestTimeout = 100 * time.Millisecond
 		f.set(func() { f.delay = 2 * time.Second })
-		for _, op := range []func() error{
-			func() error { _, err := b.Stat(ctx, "obj"); return err },
-			func() error { _, err := readAll(t, b, "", 0, 1); return err },
+		for _, op := range []struct {
+			do   func() error
+			want int32
+		}{
+			// A metadata request's timed-out attempt is retried, once: a
+			// second timeout takes the endpoint for silent (stall.go).
+			{func() error { _, err := b.Stat(ctx, "obj"); return err }, silentAfter},
+			// A GET's attempts are not counted: its caller bounds it.
+			{func() error { _, err := readAll(t, b, "", 0, 1); return err }, int32(b.opt.MaxAttempts)},
 		} {
 			before := f.requests.Load()
-			err := op()
+			err := op.do()
 			if !errors.Is(err, backend.ErrUnavailable) || errors.Is(err, context.Canceled) {
 				t.Fatalf("slow server: %v, want ErrUnavailable", err)
 			}
-			// A timed-out attempt is retried, once: a second timeout takes
-			// the endpoint for silent (stall.go), not MaxAttempts of them.
-			if n := f.requests.Load() - before; n != silentAfter {
-				t.Errorf("%d attempts, want %d: a timed-out attempt must be retried, and a second timeout end the operation", n, silentAfter)
+			if n := f.requests.Load() - before; n != op.want {
+				t.Errorf("%d attempts, want %d: a timed-out attempt must be retried", n, op.want)
 			}
 		}
 	})
@@ -186,8 +190,8 @@ func TestRetriesAndAttemptTimeouts(t *testing.T) {
 		if _, err := readAll(t, b, "", 0, 1); !errors.Is(err, backend.ErrUnavailable) {
 			t.Fatalf("GET with headers 500 ms late and ResponseTimeout 100 ms: %v, want ErrUnavailable", err)
 		}
-		if n := f.requests.Load() - before; n != silentAfter {
-			t.Errorf("%d GET attempts, want %d", n, silentAfter)
+		if n := f.requests.Load() - before; n != int32(b.opt.MaxAttempts) {
+			t.Errorf("%d GET attempts, want %d", n, b.opt.MaxAttempts)
 		}
 	})
 	t.Run("CallerCancelIsNotUnavailable", func(t *testing.T) {

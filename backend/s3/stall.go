@@ -24,11 +24,13 @@ import (
 //     answer, no byte of the answer's body (S3 keeps a long
 //     CompleteMultipartUpload alive with whitespace). progressTransport
 //     reports each movement.
-//   - an operation whose attempts time out silentAfter times (this bound
-//     or an attemptTimeout) is not retried further: the endpoint is taken
-//     for silent, and the operation fails with ErrUnavailable, which the
-//     caller (the writeback manager, the fetcher, a lookup) retries on its
-//     own schedule.
+//   - a metadata or data request (RequestTimeout, TransferTimeout) whose
+//     attempts time out silentAfter times (this bound or an
+//     attemptTimeout) is not retried further: the endpoint is taken for
+//     silent, and the operation fails with ErrUnavailable, which the
+//     caller (the writeback manager, a listing) retries on its own
+//     schedule. A GET's or a lookup's short attempts (ResponseTimeout) are
+//     not counted: their callers bound the whole operation.
 
 // silentAfter is how many of an operation's attempts may time out before
 // it fails instead of retrying.
