@@ -3,7 +3,6 @@ package fs
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"fmt"
 	"io"
 	"sort"
@@ -275,55 +274,21 @@ func (f *testFS) dirIno(path string) uint64 {
 	return out.NodeId
 }
 
-// readdir lists a directory the way readdir(3) does: OpenDir, then
-// ReadDir until an empty batch. Each name is suffixed "/" for a directory.
+// readdir lists a directory the way readdir(3) does (rawDirents), without
+// "." and "..". Each name is suffixed "/" for a directory.
 func (f *testFS) readdir(path string) []string {
 	f.t.Helper()
-	ino := f.dirIno(path)
-	var open fuse.OpenOut
-	if st := f.raw.OpenDir(nil, &fuse.OpenIn{InHeader: fuse.InHeader{NodeId: ino}}, &open); st != fuse.OK {
-		f.t.Fatalf("opendir %q: %v", path, st)
-	}
-	defer f.raw.ReleaseDir(&fuse.ReleaseIn{InHeader: fuse.InHeader{NodeId: ino}, Fh: open.Fh})
 	var names []string
-	var off uint64
-	for {
-		buf := make([]byte, 4096)
-		in := &fuse.ReadIn{InHeader: fuse.InHeader{NodeId: ino}, Fh: open.Fh, Offset: off, Size: uint32(len(buf))}
-		if st := f.raw.ReadDir(nil, in, fuse.NewDirEntryList(buf, off)); st != fuse.OK {
-			f.t.Fatalf("readdir %q: %v", path, st)
+	for _, de := range f.rawDirents(path, 0) {
+		if de.name == "." || de.name == ".." {
+			continue
 		}
-		batch, last := parseDirents(buf)
-		if len(batch) == 0 {
-			break
+		if de.typ == syscall.DT_DIR {
+			de.name += "/"
 		}
-		names, off = append(names, batch...), last
+		names = append(names, de.name)
 	}
 	return names
-}
-
-// parseDirents decodes struct fuse_dirent records (ino, off, namelen,
-// type, name padded to 8 bytes) from a zeroed buffer; it returns the
-// names and the offset of the last record.
-func parseDirents(buf []byte) (names []string, last uint64) {
-	for len(buf) >= 24 {
-		off := binary.LittleEndian.Uint64(buf[8:])
-		n := binary.LittleEndian.Uint32(buf[16:])
-		typ := binary.LittleEndian.Uint32(buf[20:])
-		if n == 0 {
-			break
-		}
-		name := string(buf[24 : 24+n])
-		if typ == syscall.DT_DIR {
-			name += "/"
-		}
-		if name != "./" && name != "../" {
-			names = append(names, name)
-		}
-		last = off
-		buf = buf[min(len(buf), (24+int(n)+7)&^7):]
-	}
-	return names, last
 }
 
 // rename renames oldPath to newPath (both from the root) with renameat2
