@@ -183,15 +183,12 @@ const dots = 2
 // dot is the directory's "." entry (self), or its ".." (the root's is
 // itself). go-fuse looks neither up for readdirplus.
 func (d *dirNode) dot(self bool) *fuse.DirEntry {
-	in := d.EmbeddedInode()
+	in, name := d.EmbeddedInode(), "."
 	if !self {
+		name = ".."
 		if _, p := d.Parent(); p != nil {
 			in = p
 		}
-	}
-	name := "."
-	if !self {
-		name = ".."
 	}
 	return &fuse.DirEntry{Name: name, Mode: syscall.S_IFDIR, Ino: in.StableAttr().Ino}
 }

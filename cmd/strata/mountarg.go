@@ -39,12 +39,12 @@ func explainNotAMount(p string, example func(mnt, rel string) string, ms []mount
 		}
 	}
 	switch {
-	case isStrata(at):
+	case mount.IsStrata(at):
 		return nil
 	case at.Mountpoint != "":
 		return fmt.Errorf("%s is not a Strata mount (it is %s): give the mountpoint of a live Strata mount", p, at.FSType)
 	}
-	if isStrata(in) {
+	if mount.IsStrata(in) {
 		rel, _ := filepath.Rel(in.Mountpoint, abs)
 		return fmt.Errorf("%s is a path inside the Strata mount at %s, not its mountpoint: try `%s`", p, in.Mountpoint, example(in.Mountpoint, filepath.ToSlash(rel)))
 	}
@@ -56,7 +56,3 @@ func explainNotAMount(p string, example func(mnt, rel string) string, ms []mount
 	}
 	return fmt.Errorf("%s is not mounted: give the mountpoint of a live Strata mount", p)
 }
-
-// isStrata reports whether e is a Strata mount (also one the CSI plugin
-// made, or a bind mount of one).
-func isStrata(e mount.Entry) bool { return e.FSType == "fuse.strata" }

@@ -123,7 +123,7 @@ func checkCacheDir(cacheDir, mnt string) error {
 	}
 	if e, ok := mountOf(c); ok && IsFUSE(e.FSType) {
 		what := "a FUSE filesystem (" + e.FSType + ")"
-		if e.FSType == "fuse.strata" {
+		if IsStrata(e) {
 			what = "another Strata mount (" + e.Source + ")"
 		}
 		return fmt.Errorf("--cache-dir %s lies on %s mounted at %s: a cache must be on a local disk; choose a directory outside it", cacheDir, what, e.Mountpoint)
@@ -244,7 +244,7 @@ func whyRunning(pending int, mnt string) string {
 // within seconds is left alone (CheckMountpoint then says busy).
 func RecoverDeadMount(mnt string) {
 	e, err := Find(mnt)
-	if err != nil || e.FSType != "fuse.strata" {
+	if err != nil || !IsStrata(e) {
 		return
 	}
 	res := make(chan error, 1)
@@ -301,6 +301,10 @@ func Find(p string) (Entry, error) {
 	}
 	return Entry{}, fmt.Errorf("%s is not mounted", p)
 }
+
+// IsStrata reports whether e is a Strata mount (also one the CSI plugin
+// made, or a bind mount of one).
+func IsStrata(e Entry) bool { return e.FSType == "fuse.strata" }
 
 // IsFUSE reports whether fstype (mountinfo's) is a FUSE filesystem.
 func IsFUSE(fstype string) bool {
