@@ -131,6 +131,20 @@ func (o *Object) Verify() (bad int, err error) { return o.verify(false) }
 // verified, while the mount was stopped, are found only this way).
 func (o *Object) Reverify() (bad int, err error) { return o.verify(true) }
 
+// Distrust forgets that any block of the object was verified: its cache
+// file was written behind the cache's back (fs: through a writer's
+// mapping of a passthrough backing file), so every block is checked
+// again before it is served (a passthrough open verifies the object
+// first, a userspace read the block it reads).
+func (o *Object) Distrust() {
+	st := o.st
+	for i := range st.nblocks {
+		if st.verified.clear(i) {
+			st.nVerif.Add(-1)
+		}
+	}
+}
+
 func (o *Object) verify(all bool) (bad int, err error) {
 	st := o.st
 	// The file's size first: blocks it cannot hold are lost, not read

@@ -27,6 +27,10 @@
 // prefetch.Reader. The kernel cannot mix the two on one inode, so the
 // choice is made per inode: while any passthrough handle is open every
 // open is passthrough, and while any userspace handle is open none is.
+// A writer opened while passthrough handles are open, and every open
+// after it until they are gone, is a shadowHandle (shadow.go): it names
+// the kernel's backing file, as the kernel requires, with FOPEN_DIRECT_IO,
+// so that its reads and writes still come to the daemon.
 // A file written here and committed (its upload pending, or landed and
 // still becoming the cached copy) is passthrough too, on its staging file
 // (a committed file never changes); an open right after a writer's close

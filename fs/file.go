@@ -48,8 +48,18 @@ type fileNode struct {
 	// unlinked: the name went (deleted while open, or replaced by a
 	// rename): nothing is uploaded, reads keep what the node held.
 	unlinked bool
-	ptOpen   int // open passthrough handles
+	ptOpen   int // open handles that name the kernel's backing file (passthrough and shadow handles)
 	usOpen   int // open userspace handles
+	// shadowed: the kernel's backing file no longer holds the node's
+	// content (it changed while passthrough handles were open): every
+	// open is a shadowHandle until ptOpen drops to 0 (shadow.go).
+	// shadowOf is the entry the node stood for then; shadowObj and
+	// shadowStamp the backing file's cache object and stamp, when it is
+	// a bucket version's and a writer opened (endShadow checks them).
+	shadowed    bool
+	shadowOf    meta.Entry
+	shadowObj   *cache.Object
+	shadowStamp fileStamp
 }
 
 var (
@@ -116,6 +126,11 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		n.mu.Unlock()
 		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0)
 	}
+	if n.shadowed {
+		h := n.openShadowLocked(&fileHandle{n: n})
+		n.mu.Unlock()
+		return h, shadowOpenFlags | fuse.FOPEN_NOFLUSH, 0
+	}
 	if n.peekWS().session() == nil && n.entry.Local { // written here: its upload may be complete
 		n.mu.Unlock()
 		n.settleIfUploaded(ctx)
@@ -132,8 +147,11 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	}
 	if local {
 		n.mu.Lock()
+		defer n.mu.Unlock()
+		if n.ptOpen > 0 { // the kernel holds a backing file: name it
+			return n.openShadowLocked(&fileHandle{n: n}), shadowOpenFlags | fuse.FOPEN_NOFLUSH, 0
+		}
 		n.usOpen++
-		n.mu.Unlock()
 		f.stats.UserspaceOpens.Add(1)
 		return &fileHandle{n: n}, fuse.FOPEN_NOFLUSH, 0
 	}
@@ -150,8 +168,13 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	canPT := f.canPassThrough(n, obj)
 
 	n.mu.Lock()
-	if canPT {
+	if canPT && !n.shadowed {
 		n.waitWritersReleasedLocked()
+	}
+	if n.shadowed { // a writer opened meanwhile
+		h := n.openShadowLocked(&fileHandle{n: n, obj: obj, r: f.fetch.NewReader(obj)})
+		n.mu.Unlock()
+		return h, shadowOpenFlags | fuse.FOPEN_NOFLUSH, 0
 	}
 	pt := n.ptOpen > 0 || (canPT && n.usOpen == 0)
 	if pt {
@@ -398,7 +421,7 @@ func (n *fileNode) openCommitted() *committedHandle {
 	}
 	n.mu.Lock()
 	n.waitWritersReleasedLocked()
-	pt := n.peekWS().session() == nil && (n.ptOpen > 0 || n.usOpen == 0)
+	pt := n.peekWS().session() == nil && !n.shadowed && (n.ptOpen > 0 || n.usOpen == 0)
 	if pt {
 		n.ptOpen++
 	}

@@ -24,10 +24,12 @@ import (
 // fileStamp is what fstat says of a staging file's content.
 type fileStamp struct{ size, mtime, ctime int64 }
 
-func stampOf(f *os.File) (fileStamp, error) {
+func stampOf(f *os.File) (fileStamp, error) { return stampOfFd(int(f.Fd())) }
+
+func stampOfFd(fd int) (fileStamp, error) {
 	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		return fileStamp{}, fmt.Errorf("fs: stat staging file: %w", err)
+	if err := unix.Fstat(fd, &st); err != nil {
+		return fileStamp{}, fmt.Errorf("fs: stat: %w", err)
 	}
 	return fileStamp{size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano()}, nil
 }

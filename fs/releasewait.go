@@ -14,11 +14,12 @@ import "time"
 const releaseWait = 100 * time.Millisecond
 
 // readerReleaseWait bounds how long an open for writing waits for the
-// RELEASE of passthrough readers (`cat f; echo x >> f`). Longer than
-// releaseWait: what it spares is not a slower read but a failed open
-// (EBUSY), and a RELEASE can come hundreds of milliseconds after the
-// close on a loaded machine. A reader that really stays open costs the
-// writer this much before its EBUSY.
+// RELEASE of passthrough readers (`cat f; echo x >> f`), which can come
+// hundreds of milliseconds after the close on a loaded machine. What it
+// spares is a shadow (shadow.go): the writer, and every open until those
+// readers' RELEASE, served through the daemon without the page cache. A
+// reader that really stays open costs the first writer this much; the
+// opens after it, shadowed already, do not wait.
 const readerReleaseWait = time.Second
 
 // waitWritersReleasedLocked waits, up to releaseWait, until the node has
@@ -37,12 +38,10 @@ func (n *fileNode) waitWritersReleasedLocked() {
 }
 
 // waitReadersReleasedLocked waits, up to readerReleaseWait, until the node has
-// no passthrough handle open: a writer's open cannot be served while the
-// kernel reads the inode through a backing file, and the reader that
-// just closed it (`cat f; echo x >> f`) has usually not had its RELEASE
-// answered yet. A reader that really stays open costs the writer this
-// much, and the open then fails with EBUSY. Caller holds n.mu; it is
-// released while waiting and held again on return.
+// no passthrough handle open: a writer's open beside them is a shadow,
+// and the reader that just closed it (`cat f; echo x >> f`) has usually
+// not had its RELEASE answered yet. Caller holds n.mu; it is released
+// while waiting and held again on return.
 func (n *fileNode) waitReadersReleasedLocked() {
 	if n.ptOpen == 0 {
 		return

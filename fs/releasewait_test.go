@@ -10,7 +10,8 @@ import (
 // reader's close returns before the daemon sees its RELEASE (the kernel
 // sends it in the background), so the append's open may find the reader
 // still counted open through passthrough; it waits for that RELEASE (up
-// to readerReleaseWait) instead of failing with EBUSY. On a loaded
+// to readerReleaseWait) rather than shadow the reader's backing file
+// (shadow.go; before shadows, that open failed with EBUSY). On a loaded
 // machine the RELEASE comes later than a few milliseconds: here 300 ms
 // (by hand on this kernel, a RELEASE late by 300 ms made the append fail
 // with EBUSY, 5 of 5, when the wait was 100 ms).
@@ -32,5 +33,9 @@ func TestWriterOpenWaitsForALateReaderRelease(t *testing.T) {
 	if errno != 0 {
 		t.Fatalf("open for append 300 ms before the reader's RELEASE arrived: %v, want success", errno)
 	}
-	n.release(h.(*fileHandle))
+	fh, ok := h.(*fileHandle)
+	if !ok {
+		t.Fatalf("the append's open is a %T, want a plain userspace handle: it did not wait for the reader's RELEASE", h)
+	}
+	n.release(fh)
 }

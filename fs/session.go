@@ -34,31 +34,36 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 			return h, 0, 0
 		}
 	}
-	n.mu.Lock()
-	n.waitReadersReleasedLocked()
-	busy := n.ptOpen > 0
-	n.mu.Unlock()
-	if busy {
-		// The kernel cannot mix a passthrough reader and a userspace
-		// writer on one inode.
-		f.log.Warn("fs: open for write refused: the file is open for reading through passthrough", "key", n.key.get())
-		return nil, 0, syscall.EBUSY
-	}
 	// The session starts at the first write or truncation, not here:
 	// staging the current content would copy, or even download, a whole
 	// checkpoint that the next request may truncate.
-	n.mu.Lock()
-	w.writers++
-	n.usOpen++
-	n.mu.Unlock()
-	f.stats.UserspaceOpens.Add(1)
 	h := &fileHandle{n: n, writable: true}
+	var fh gofs.FileHandle = h
+	var flags uint32
+	n.mu.Lock()
+	if !n.shadowed {
+		n.waitReadersReleasedLocked()
+	}
+	w.writers++
+	if n.ptOpen > 0 {
+		// Readers hold the kernel's backing file: the writer names it
+		// too, and its reads and writes come here (shadow.go).
+		n.startShadowLocked()
+		fh, flags = n.openShadowLocked(h), shadowOpenFlags
+		if !n.watchesBackingLocked() {
+			defer n.watchShadowBacking() // before the open returns: before any mapping
+		}
+	} else {
+		n.usOpen++
+		f.stats.UserspaceOpens.Add(1)
+	}
+	n.mu.Unlock()
 	if trunc {
 		if errno := n.truncateAtOpen(ctx, h); errno != 0 {
 			return nil, 0, errno
 		}
 	}
-	return h, 0, 0
+	return fh, flags, 0
 }
 
 // truncateAtOpen truncates the file for an open(O_TRUNC) that got handle
@@ -179,6 +184,9 @@ func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
 // in the writeback manager. Caller holds sessMu and mu, and w.sess is nil.
 func (n *fileNode) installSessionLocked(st *writeback.Staging, trunc, pending bool) {
 	w := n.ws()
+	if n.ptOpen > 0 {
+		n.startShadowLocked() // the readers' backing file no longer holds the content
+	}
 	w.sess, w.pre = st, n.entry
 	if trunc {
 		n.entry.Size, n.entry.MTime = 0, time.Now().UnixNano()

@@ -289,6 +289,10 @@ func (n *fileNode) release(h *fileHandle) {
 			close(w.ptGone)
 			w.ptGone = nil
 		}
+		if n.ptOpen == 0 && n.shadowed {
+			obj, st := n.endShadowLocked()
+			defer n.endShadow(obj, st) // after n.mu is released below
+		}
 	default:
 		n.usOpen--
 		if n.usOpen == 0 && w != nil && w.usGone != nil {
