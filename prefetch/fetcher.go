@@ -99,6 +99,7 @@ type Fetcher struct {
 	filling  map[index.ID]bool // objects a random fill is running for
 	// delivering: blocks Deliver is writing (schedule skips them).
 	delivering map[blockKey]bool
+	changed    map[cache.ObjectKey]struct{} // versions found changed and warned about (changed.go)
 	closed     bool
 	wg         sync.WaitGroup
 
@@ -295,6 +296,13 @@ func (f *Fetcher) run(t *task) {
 		case errors.Is(lastErr, ErrBackendDown):
 			f.stats.FetchErrors.Add(1)
 			f.log.Debug("prefetch: fetch failed", "key", o.Key().Key, "block", t.first+int64(next), "err", lastErr)
+		case errors.Is(lastErr, backend.ErrVersionChanged):
+			f.stats.FetchErrors.Add(1)
+			if k := o.Key(); f.firstChangeOf(k) {
+				f.log.Warn("prefetch: the object changed in the bucket since this version was looked up: its uncached blocks cannot be read (ESTALE); further failures of this version are logged at debug level", "key", k.Key, "version", k.Version, "block", t.first+int64(next), "err", lastErr)
+			} else {
+				f.log.Debug("prefetch: fetch failed", "key", k.Key, "block", t.first+int64(next), "err", lastErr)
+			}
 		default:
 			f.stats.FetchErrors.Add(1)
 			f.log.Warn("prefetch: fetch failed", "key", o.Key().Key, "block", t.first+int64(next), "err", lastErr)
