@@ -272,6 +272,13 @@ func (n *fileNode) refresh(ctx context.Context) (meta.Entry, error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
 	if n.peekWS().session() == nil && n.entry.Local && !n.unlinked && !e.Local && !e.Dir && n.key.get() == key {
+		if v, landed := n.peekWS().ownJob().Landed(); n.ptOpen > 0 && (!landed || v != e.Version) {
+			// Not the version its own upload made of the committed file
+			// the kernel reads (a discarded upload: the bucket's older
+			// one): a file of its own, which no open may pass through
+			// while the kernel keeps that one.
+			n.startShadowLocked()
+		}
 		n.entry, n.base = e, e.Version
 	}
 	return n.entry, nil

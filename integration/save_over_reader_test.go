@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -208,5 +209,41 @@ func TestTruncateBesideAPassthroughReader(t *testing.T) {
 	runSync(t, m)
 	if got, n, err := bucketSHA(t, w, "run.log"); err != nil || got != sha(data[:1000]) {
 		t.Fatalf("the bucket holds %d bytes, want 1000: %v", n, err)
+	}
+}
+
+// TestDiscardBesideAPassthroughReader: a file saved over with --upload
+// async and read back through passthrough while its upload waits (the
+// reader holds the saved bytes' staging file as the inode's backing
+// file); `strata uploads --discard` then gives the upload up, and the file
+// must read as the bucket's version again, to every open, while that
+// reader is still open, not as the discarded bytes the kernel would read
+// from the backing file.
+func TestDiscardBesideAPassthroughReader(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	old := randData(505, 1<<20+9)
+	put(t, w, map[string][]byte{"ckpt.pt": old})
+	addr := metricsAddr(t)
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", "async", "--upload-delay", "10m", "--metrics-addr", addr, "--passthrough", "on")
+	p := filepath.Join(m.dir, "ckpt.pt")
+	saved := randData(506, 512<<10)
+	if err := os.WriteFile(p, saved, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	readWhole(t, p, saved) // the writer's RELEASE is through once this opens
+	reader, err := os.Open(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer reader.Close()
+	if out, err := exec.Command(binPath(t), "uploads", "--discard", m.dir, "ckpt.pt").CombinedOutput(); err != nil {
+		t.Fatalf("strata uploads --discard: %v\n%s", err, out)
+	}
+	for range 3 {
+		dropCaches(t)
+		readWhole(t, p, old)
 	}
 }
