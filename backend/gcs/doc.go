@@ -33,7 +33,10 @@
 // operation is retried (RetryAlways), which is safe for each one this
 // package issues (see New). Each attempt waits at most RequestTimeout for
 // response headers; a read body that delivers nothing for StallTimeout is
-// ErrUnavailable; a body shorter than asked is io.ErrUnexpectedEOF. Errors
+// ErrUnavailable; an upload request that moves nothing for StallTimeout
+// is cut, and an upload whose last two attempts went unanswered fails
+// with ErrUnavailable (upload_stall.go); a body shorter than asked is
+// io.ErrUnexpectedEOF. Errors
 // are wrapped "gcs: op key: sentinel: cause": 404 object → ErrNotExist,
 // 404 bucket → ErrNoBucket (List, Check, Put; a Stat or read cannot tell
 // and says ErrNotExist), 401/403 and refused credentials →

@@ -32,7 +32,6 @@ func isStat(r *http.Request) bool {
 func isList(r *http.Request) bool {
 	return r.Method == http.MethodGet && r.URL.Path == "/storage/v1/b/bkt/o"
 }
-func isUpload(r *http.Request) bool { return strings.HasPrefix(r.URL.Path, "/upload/") }
 func isChunk(r *http.Request) bool  { return r.URL.Query().Get("upload_id") != "" }
 func isDelete(r *http.Request) bool { return r.Method == http.MethodDelete }
 

@@ -70,7 +70,7 @@ func (s storedBytes) RoundTrip(r *http.Request) (*http.Response, error) {
 // KeyFile, none (Anonymous, or a plain-http endpoint), or Application
 // Default Credentials.
 func newHTTPClient(ctx context.Context, o Options, ep endpoint) (*http.Client, error) {
-	base := storedBytes{baseTransport(o)}
+	base := uploadStall{rt: storedBytes{baseTransport(o)}, d: o.StallTimeout}
 	if o.Anonymous || ep.insecure {
 		return &http.Client{Transport: base}, nil
 	}

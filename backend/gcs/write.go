@@ -113,9 +113,12 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 		cancel()
 		_ = w.CloseWithError(err) //nolint:staticcheck // deterministic abort, see above
 		_ = w.Close()
-		return backend.ObjectInfo{}, b.putErr(ctx, key, err)
+		return backend.ObjectInfo{}, b.putErr(ctx, key, silenced(ur, err))
 	}
 	if err := w.Close(); err != nil {
+		if ur.silent() { // nothing answers: asking the object would only wait too
+			return backend.ObjectInfo{}, b.putErr(ctx, key, silenced(ur, err))
+		}
 		// The final request failed without a verdict (no answer, the
 		// session gone) or with a 412 that the upload itself may have
 		// caused: ask the object.
@@ -164,6 +167,7 @@ type uploadRetry struct {
 
 	mu       sync.Mutex
 	failures int
+	stalls   int       // consecutive unanswered attempts since the last progress
 	since    time.Time // first failure since the last progress
 	done     int64     // bytes the server has acknowledged
 }
@@ -178,13 +182,26 @@ func (u *uploadRetry) shouldRetry(err error) bool {
 	if u.failures == 1 {
 		u.since = time.Now()
 	}
-	return u.failures < u.max && time.Since(u.since) < u.deadline
+	if unanswered(err) {
+		u.stalls++
+	} else {
+		u.stalls = 0
+	}
+	return u.failures < u.max && time.Since(u.since) < u.deadline && u.stalls < silentAfter
+}
+
+// silent reports an upload given up because its endpoint stopped
+// answering: its last silentAfter attempts went unanswered.
+func (u *uploadRetry) silent() bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.stalls >= silentAfter
 }
 
 // progress records n bytes acknowledged by the server.
 func (u *uploadRetry) progress(n int64) {
 	u.mu.Lock()
-	u.failures = 0
+	u.failures, u.stalls = 0, 0
 	u.done = n
 	u.mu.Unlock()
 }
@@ -194,6 +211,15 @@ func (u *uploadRetry) committed() int64 {
 	u.mu.Lock()
 	defer u.mu.Unlock()
 	return u.done
+}
+
+// silenced marks err as the endpoint's silence (backend.ErrUnavailable)
+// when the upload was given up for it.
+func silenced(ur *uploadRetry, err error) error {
+	if ur.silent() && !errors.Is(err, backend.ErrUnavailable) {
+		return fmt.Errorf("%w: %w", backend.ErrUnavailable, err)
+	}
+	return err
 }
 
 // putErr: a 412 is the IfVersion condition; a 404 can only be the bucket.

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -115,6 +116,14 @@ func (f *FakeGCS) Running() bool { return f.proc.running() }
 // for it to exit. The data directory is kept. Stopping a stopped server
 // does nothing.
 func (f *FakeGCS) Stop() error { return f.proc.stop("fake-gcs-server", 5*time.Second) }
+
+// Pause stops the server's process with SIGSTOP: the endpoint goes
+// silent (connections are accepted by the kernel, nothing is answered)
+// until Resume. Stop and the test's cleanup still end it (SIGKILL).
+func (f *FakeGCS) Pause() error { return f.proc.signal(syscall.SIGSTOP) }
+
+// Resume lets a paused server run again (SIGCONT).
+func (f *FakeGCS) Resume() error { return f.proc.signal(syscall.SIGCONT) }
 
 // Restart stops the server if it runs and starts it again on the same
 // port with the same data directory. With FakeGCSOptions.Memory the

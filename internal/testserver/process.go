@@ -49,6 +49,7 @@ func (p *process) stop(name string, grace time.Duration) error {
 		return nil
 	}
 	_ = cmd.Process.Signal(syscall.SIGTERM)
+	_ = cmd.Process.Signal(syscall.SIGCONT) // a paused process handles it
 	select {
 	case <-done:
 		return nil
@@ -61,4 +62,14 @@ func (p *process) stop(name string, grace time.Duration) error {
 	case <-time.After(10 * time.Second):
 		return fmt.Errorf("testserver: %s pid %d did not exit after SIGKILL", name, cmd.Process.Pid)
 	}
+}
+
+// signal sends sig to the process, if it runs.
+func (p *process) signal(sig syscall.Signal) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return nil
+	}
+	return p.cmd.Process.Signal(sig)
 }
