@@ -60,8 +60,8 @@ func TestWriterBesideAPassthroughReaderNamesItsBacking(t *testing.T) {
 	if errno := writer.Flush(ctx); errno != 0 {
 		t.Fatalf("close: %v", errno)
 	}
-	writer.Release(ctx)
-	r2.Release(ctx)
+	_ = writer.Release(ctx)
+	_ = r2.Release(ctx)
 	n.mu.Lock()
 	still := n.shadowed
 	n.mu.Unlock()
@@ -82,7 +82,7 @@ func TestWriterBesideAPassthroughReaderNamesItsBacking(t *testing.T) {
 	if _, ok := h.(*shadowHandle); ok {
 		t.Fatal("an open after the shadow ended is still a shadowHandle")
 	}
-	h.(gofs.FileReleaser).Release(ctx)
+	_ = h.(gofs.FileReleaser).Release(ctx)
 }
 
 // TestTruncateBesideAPassthroughReaderIsShadowed: a truncation by path (a
@@ -111,7 +111,7 @@ func TestTruncateBesideAPassthroughReaderIsShadowed(t *testing.T) {
 	if errno != 0 {
 		t.Fatal(errno)
 	}
-	defer h.(gofs.FileReleaser).Release(ctx)
+	defer func() { _ = h.(gofs.FileReleaser).Release(ctx) }()
 	sh, ok := h.(*shadowHandle)
 	if !ok || flags&fuse.FOPEN_DIRECT_IO == 0 {
 		t.Fatalf("an open after a truncation beside a passthrough reader is a %T with flags %#x; want a shadowHandle with FOPEN_DIRECT_IO", h, flags)
