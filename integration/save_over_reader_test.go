@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/stratafs/strata/backend"
 )
 
 // TestSaveOverAFileBeingRead: an evaluator holds last epoch's checkpoint
@@ -30,15 +32,9 @@ func TestSaveOverAFileBeingRead(t *testing.T) {
 	for _, mode := range []string{"sync", "async"} {
 		t.Run(mode, func(t *testing.T) {
 			t.Parallel()
-			bucket := srv.newBucket(t)
-			w := srv.writer(t, bucket)
 			old := randData(501, 3<<20+5)
-			put(t, w, map[string][]byte{"ckpt.pt": old})
-			addr := metricsAddr(t)
-			m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", mode, "--metrics-addr", addr, "--passthrough", "on")
-			p := filepath.Join(m.dir, "ckpt.pt")
-			readWhole(t, p, old)
-			waitWritten(t, addr, int64(len(old)))
+			c := mountCachedFile(t, srv, "ckpt.pt", old, "--upload", mode)
+			w, m, addr, p := c.w, c.m, c.addr, c.p
 
 			ptOpens := func() float64 { return metric(scrape(t, addr), "strata_fs_passthrough_opens_total", nil) }
 			before := ptOpens()
@@ -126,16 +122,9 @@ func TestSaveOverAFileBeingRead(t *testing.T) {
 // that: once the reader is gone, the file reads as the bucket holds it.
 func TestMappedWriteBesideAPassthroughReader(t *testing.T) {
 	requireFUSE(t)
-	srv := startMinIO(t)
-	bucket := srv.newBucket(t)
-	w := srv.writer(t, bucket)
 	data := randData(503, 2<<20)
-	put(t, w, map[string][]byte{"weights.bin": data})
-	addr := metricsAddr(t)
-	m := startMount(t, srv, srv.source(bucket, ""), "", "--metrics-addr", addr, "--passthrough", "on")
-	p := filepath.Join(m.dir, "weights.bin")
-	readWhole(t, p, data)
-	waitWritten(t, addr, int64(len(data)))
+	c := mountCachedFile(t, startMinIO(t), "weights.bin", data)
+	w, p := c.w, c.p
 
 	reader, err := os.Open(p)
 	if err != nil {
@@ -183,16 +172,9 @@ func TestMappedWriteBesideAPassthroughReader(t *testing.T) {
 // read them from it: they read the truncated file.
 func TestTruncateBesideAPassthroughReader(t *testing.T) {
 	requireFUSE(t)
-	srv := startMinIO(t)
-	bucket := srv.newBucket(t)
-	w := srv.writer(t, bucket)
 	data := randData(504, 1<<20+7)
-	put(t, w, map[string][]byte{"run.log": data})
-	addr := metricsAddr(t)
-	m := startMount(t, srv, srv.source(bucket, ""), "", "--metrics-addr", addr, "--passthrough", "on")
-	p := filepath.Join(m.dir, "run.log")
-	readWhole(t, p, data)
-	waitWritten(t, addr, int64(len(data)))
+	c := mountCachedFile(t, startMinIO(t), "run.log", data)
+	w, m, p := c.w, c.m, c.p
 
 	reader, err := os.Open(p)
 	if err != nil {
@@ -246,4 +228,28 @@ func TestDiscardBesideAPassthroughReader(t *testing.T) {
 		dropCaches(t)
 		readWhole(t, p, old)
 	}
+}
+
+// cachedFile is a mount (passthrough on, with extra flags) of a bucket
+// holding key = data, with key read once and fully cached, so that its
+// next open is a passthrough one.
+type cachedFile struct {
+	srv  server
+	w    backend.Writer
+	m    *mount
+	addr string // the mount's metrics address
+	p    string // key's path in the mount
+}
+
+func mountCachedFile(t *testing.T, srv server, key string, data []byte, extra ...string) cachedFile {
+	t.Helper()
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	put(t, w, map[string][]byte{key: data})
+	addr := metricsAddr(t)
+	m := startMount(t, srv, srv.source(bucket, ""), "", append([]string{"--metrics-addr", addr, "--passthrough", "on"}, extra...)...)
+	p := filepath.Join(m.dir, key)
+	readWhole(t, p, data)
+	waitWritten(t, addr, int64(len(data)))
+	return cachedFile{srv: srv, w: w, m: m, addr: addr, p: p}
 }
