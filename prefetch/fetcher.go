@@ -94,6 +94,11 @@ type Fetcher struct {
 	stats  Stats
 	health *backend.Breaker
 
+	// stopping is cancelled by Close: the GETs in flight end at once
+	// rather than wait out their timeouts on an endpoint gone silent.
+	stopping context.Context
+	stop     context.CancelFunc
+
 	mu       sync.Mutex
 	inflight map[blockKey]*flight
 	filling  map[index.ID]bool // objects a random fill is running for
@@ -115,6 +120,7 @@ func New(be backend.Backend, budget *Budget, opts Options) *Fetcher {
 	opts.Attempts = max(opts.Attempts, 1)
 	opts.PartBlocks = max(opts.PartBlocks, 1)
 	f := &Fetcher{be: be, budget: budget, opts: opts, log: opts.Logger, inflight: map[blockKey]*flight{}, filling: map[index.ID]bool{}, delivering: map[blockKey]bool{}}
+	f.stopping, f.stop = context.WithCancel(context.Background())
 	f.health = backend.NewBreaker(time.Second, nil, nil)
 	f.sched = newScheduler(opts.MaxFetches, f.run)
 	return f
@@ -140,11 +146,14 @@ func (f *Fetcher) Options() Options { return f.opts }
 // Queued reports waiting tasks per priority and how many run.
 func (f *Fetcher) Queued() ([numPriorities]int, int) { return f.sched.queued() }
 
-// Close aborts queued fetches and waits for running ones.
+// Close aborts queued fetches, cancels running ones (a GET waiting on an
+// endpoint gone silent would otherwise hold the unmount for its timeout)
+// and waits for them to end.
 func (f *Fetcher) Close() {
 	f.mu.Lock()
 	f.closed = true
 	f.mu.Unlock()
+	f.stop()
 	f.sched.close()
 	f.wg.Wait()
 }
@@ -280,7 +289,7 @@ func (f *Fetcher) run(t *task) {
 		next, progressed, started, lastErr = f.fetchFrom(t, next, bs)
 		// The backend already retried getting a response; only a body
 		// that broke mid-way is worth resuming here.
-		if lastErr == nil || !started || errors.Is(lastErr, errNoBudget) {
+		if lastErr == nil || !started || errors.Is(lastErr, errNoBudget) || f.stopping.Err() != nil {
 			break
 		}
 		if progressed {
@@ -293,6 +302,8 @@ func (f *Fetcher) run(t *task) {
 		}
 		switch {
 		case errors.Is(lastErr, errNoBudget):
+		case f.stopping.Err() != nil: // cut by Close: nobody reads on
+			lastErr = fmt.Errorf("prefetch: %s: %w", o.Key().Key, errClosed)
 		case errors.Is(lastErr, ErrBackendDown):
 			f.stats.FetchErrors.Add(1)
 			f.log.Debug("prefetch: fetch failed", "key", o.Key().Key, "block", t.first+int64(next), "err", lastErr)
@@ -337,7 +348,7 @@ func (f *Fetcher) fetchFrom(t *task, from int, bs int64) (next int, progressed, 
 	o := t.obj
 	start := (t.first + int64(from)) * bs
 	end := min((t.first+int64(len(t.flights)))*bs, o.Size())
-	ctx, cancel := context.WithTimeout(context.Background(), f.opts.RequestTimeout)
+	ctx, cancel := context.WithTimeout(f.stopping, f.opts.RequestTimeout)
 	defer cancel()
 	k := o.Key()
 	probe, err := f.health.Allow()
