@@ -26,7 +26,11 @@
 // Deliver (deliver.go) caches a block whose bytes came another way (a
 // lookup's head), within the same single-flight rule.
 //
+// Close cancels the GETs in flight (an unmount does not wait out their
+// timeouts on an endpoint gone silent). An object changed in the bucket
+// is logged once per version (changed.go), not once per block.
+//
 // Lock order: Fetcher.mu (which also guards the fills and deliveries
-// running), then scheduler.mu, then Budget.mu. No lock is
-// held across backend or disk I/O.
+// running, and the versions found changed), then scheduler.mu, then
+// Budget.mu. No lock is held across backend or disk I/O.
 package prefetch
