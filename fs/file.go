@@ -50,16 +50,6 @@ type fileNode struct {
 	unlinked bool
 	ptOpen   int // open handles that name the kernel's backing file (passthrough and shadow handles)
 	usOpen   int // open userspace handles
-	// shadowed: the kernel's backing file no longer holds the node's
-	// content (it changed while passthrough handles were open): every
-	// open is a shadowHandle until ptOpen drops to 0 (shadow.go).
-	// shadowOf is the entry the node stood for then; shadowObj and
-	// shadowStamp the backing file's cache object and stamp, when it is
-	// a bucket version's and a writer opened (endShadow checks them).
-	shadowed    bool
-	shadowOf    meta.Entry
-	shadowObj   *cache.Object
-	shadowStamp fileStamp
 }
 
 var (
@@ -126,7 +116,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		n.mu.Unlock()
 		return n.openWrite(ctx, flags&syscall.O_TRUNC != 0)
 	}
-	if n.shadowed {
+	if n.peekWS().isShadowed() {
 		h := n.openShadowLocked(&fileHandle{n: n})
 		n.mu.Unlock()
 		return h, shadowOpenFlags | fuse.FOPEN_NOFLUSH, 0
@@ -168,10 +158,12 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	canPT := f.canPassThrough(n, obj)
 
 	n.mu.Lock()
-	if canPT && !n.shadowed {
+	shadowed := n.peekWS().isShadowed()
+	if canPT && !shadowed {
 		n.waitWritersReleasedLocked()
+		shadowed = n.peekWS().isShadowed() // n.mu was released while waiting
 	}
-	if n.shadowed { // a writer opened meanwhile
+	if shadowed { // a writer opened meanwhile
 		h := n.openShadowLocked(&fileHandle{n: n, obj: obj, r: f.fetch.NewReader(obj)})
 		n.mu.Unlock()
 		return h, shadowOpenFlags | fuse.FOPEN_NOFLUSH, 0
@@ -421,7 +413,8 @@ func (n *fileNode) openCommitted() *committedHandle {
 	}
 	n.mu.Lock()
 	n.waitWritersReleasedLocked()
-	pt := n.peekWS().session() == nil && !n.shadowed && (n.ptOpen > 0 || n.usOpen == 0)
+	w := n.peekWS()
+	pt := w.session() == nil && !w.isShadowed() && (n.ptOpen > 0 || n.usOpen == 0)
 	if pt {
 		n.ptOpen++
 	}

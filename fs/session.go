@@ -41,7 +41,7 @@ func (n *fileNode) openWrite(ctx context.Context, trunc bool) (gofs.FileHandle, 
 	var fh gofs.FileHandle = h
 	var flags uint32
 	n.mu.Lock()
-	if !n.shadowed {
+	if !w.shadowed {
 		n.waitReadersReleasedLocked()
 	}
 	w.writers++

@@ -3,9 +3,8 @@ package fs
 import (
 	"github.com/hanwen/go-fuse/v2/fuse"
 
-	"github.com/stratafs/strata/cache/meta"
-
 	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/meta"
 )
 
 // Opens served from userspace while the kernel holds a backing file for
@@ -23,10 +22,12 @@ import (
 // write session as on any userspace handle.
 //
 // From the moment a writer opens so (or a truncation by path starts a
-// write session), the backing file no longer holds the file's content,
-// so every later open is a shadowHandle too (fileNode.shadowed), until the last handle naming the backing file is released
-// and the kernel lets it go; then opens are passthrough again, on the new
-// content. The readers open before the writer keep reading the version
+// write session, or a discarded upload takes the file back to the
+// bucket's version), the backing file no longer holds the file's
+// content, so every later open is a shadowHandle too
+// (writeState.shadowed), until the last handle naming the backing file
+// is released and the kernel lets it go; then opens are passthrough
+// again, on the new content. The readers open before the writer keep reading the version
 // they opened (the kernel reads it from their cache file).
 
 // shadowHandle is a userspace handle on an inode whose backing file the
@@ -57,17 +58,21 @@ func (n *fileNode) openShadowLocked(h *fileHandle) *shadowHandle {
 // write session) while passthrough handles are open (ptOpen > 0).
 // Caller holds n.mu.
 func (n *fileNode) startShadowLocked() {
-	if n.shadowed {
+	w := n.ws()
+	if w.shadowed {
 		return
 	}
-	n.shadowed, n.shadowOf = true, n.entry
+	w.shadowed, w.shadowOf = true, n.entry
 	n.fsys.log.Info("fs: changed while open for reading through passthrough: until those readers close, this file is read and written through strata, and they keep the version they opened", "key", n.key.get())
 }
 
 // watchesBackingLocked reports whether the shadow already records what
 // the readers' backing file is, or needs not (it is committed content).
 // Caller holds n.mu.
-func (n *fileNode) watchesBackingLocked() bool { return n.shadowObj != nil || n.shadowOf.Local }
+func (n *fileNode) watchesBackingLocked() bool {
+	w := n.ws()
+	return w.shadowObj != nil || w.shadowOf.Local
+}
 
 // watchShadowBacking records what the readers' backing file is, the
 // cached copy of the bucket version the node stood for when the shadow
@@ -75,8 +80,9 @@ func (n *fileNode) watchesBackingLocked() bool { return n.shadowObj != nil || n.
 // writer's memory mapping wrote it meanwhile. Called with no lock held,
 // before the writer's open returns.
 func (n *fileNode) watchShadowBacking() {
+	w := n.ws()
 	n.mu.Lock()
-	e := n.shadowOf
+	e := w.shadowOf
 	n.mu.Unlock()
 	f := n.fsys
 	obj, err := f.store.Acquire(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: e.Version, Size: e.Size, MTime: e.MTime})
@@ -85,9 +91,9 @@ func (n *fileNode) watchShadowBacking() {
 	}
 	st, err := stampOfObject(obj)
 	n.mu.Lock()
-	keep := err == nil && n.shadowed && n.shadowObj == nil && n.shadowOf == e
+	keep := err == nil && w.shadowed && w.shadowObj == nil && w.shadowOf == e
 	if keep {
-		n.shadowObj, n.shadowStamp = obj, st
+		w.shadowObj, w.shadowStamp = obj, st
 	}
 	n.mu.Unlock()
 	if !keep {
@@ -99,8 +105,9 @@ func (n *fileNode) watchShadowBacking() {
 // file (ptOpen dropped to 0), and returns what endShadow must check.
 // Caller holds n.mu.
 func (n *fileNode) endShadowLocked() (*cache.Object, fileStamp) {
-	obj, st := n.shadowObj, n.shadowStamp
-	n.shadowed, n.shadowOf, n.shadowObj, n.shadowStamp = false, meta.Entry{}, nil, fileStamp{}
+	w := n.ws()
+	obj, st := w.shadowObj, w.shadowStamp
+	w.shadowed, w.shadowOf, w.shadowObj, w.shadowStamp = false, meta.Entry{}, nil, fileStamp{}
 	return obj, st
 }
 

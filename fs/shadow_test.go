@@ -18,15 +18,7 @@ import (
 // decided afresh. It used to fail with EBUSY.
 func TestWriterBesideAPassthroughReaderNamesItsBacking(t *testing.T) {
 	ctx := context.Background()
-	f := newTestFS(t, map[string]string{"ckpt.pt": "old content"})
-	if _, errno := f.lookup("ckpt.pt"); errno != 0 {
-		t.Fatalf("lookup: %v", errno)
-	}
-	n := f.fsys.Root().EmbeddedInode().GetChild("ckpt.pt").Operations().(*fileNode)
-	reader := &fileHandle{n: n, pt: true} // an evaluator, reading through passthrough
-	n.mu.Lock()
-	n.ptOpen++
-	n.mu.Unlock()
+	n, reader := withPassthroughReader(t, "ckpt.pt", "old content") // an evaluator
 
 	wh, flags, errno := n.Open(ctx, syscall.O_WRONLY|syscall.O_TRUNC)
 	if errno != 0 {
@@ -63,14 +55,14 @@ func TestWriterBesideAPassthroughReaderNamesItsBacking(t *testing.T) {
 	_ = writer.Release(ctx)
 	_ = r2.Release(ctx)
 	n.mu.Lock()
-	still := n.shadowed
+	still := n.peekWS().isShadowed()
 	n.mu.Unlock()
 	if !still {
 		t.Fatal("the shadow ended while the passthrough reader is still open")
 	}
 	n.release(reader)
 	n.mu.Lock()
-	still, pt, us := n.shadowed, n.ptOpen, n.usOpen
+	still, pt, us := n.peekWS().isShadowed(), n.ptOpen, n.usOpen
 	n.mu.Unlock()
 	if still || pt != 0 || us != 0 {
 		t.Fatalf("after every handle went: shadowed %v, %d passthrough and %d userspace handles counted", still, pt, us)
@@ -92,15 +84,7 @@ func TestWriterBesideAPassthroughReaderNamesItsBacking(t *testing.T) {
 // kernel would serve from that backing file.
 func TestTruncateBesideAPassthroughReaderIsShadowed(t *testing.T) {
 	ctx := context.Background()
-	f := newTestFS(t, map[string]string{"run.log": "line one\nline two\n"})
-	if _, errno := f.lookup("run.log"); errno != 0 {
-		t.Fatalf("lookup: %v", errno)
-	}
-	n := f.fsys.Root().EmbeddedInode().GetChild("run.log").Operations().(*fileNode)
-	reader := &fileHandle{n: n, pt: true}
-	n.mu.Lock()
-	n.ptOpen++
-	n.mu.Unlock()
+	n, reader := withPassthroughReader(t, "run.log", "line one\nline two\n")
 	defer n.release(reader)
 
 	in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{Valid: fuse.FATTR_SIZE, Size: 9}}
@@ -124,4 +108,21 @@ func TestTruncateBesideAPassthroughReaderIsShadowed(t *testing.T) {
 	if b, _ := res.Bytes(buf); string(b) != "line one\n" {
 		t.Fatalf("read %q after the truncation, want %q", b, "line one\n")
 	}
+}
+
+// withPassthroughReader makes a mount holding name = content and counts
+// a handle open on it through passthrough, as a reader's open of a fully
+// cached file does; the caller releases it.
+func withPassthroughReader(t *testing.T, name, content string) (*fileNode, *fileHandle) {
+	t.Helper()
+	f := newTestFS(t, map[string]string{name: content})
+	if _, errno := f.lookup(name); errno != 0 {
+		t.Fatalf("lookup: %v", errno)
+	}
+	n := f.fsys.Root().EmbeddedInode().GetChild(name).Operations().(*fileNode)
+	reader := &fileHandle{n: n, pt: true}
+	n.mu.Lock()
+	n.ptOpen++
+	n.mu.Unlock()
+	return n, reader
 }

@@ -289,7 +289,7 @@ func (n *fileNode) release(h *fileHandle) {
 			close(w.ptGone)
 			w.ptGone = nil
 		}
-		if n.ptOpen == 0 && n.shadowed {
+		if n.ptOpen == 0 && w.isShadowed() {
 			obj, st := n.endShadowLocked()
 			defer n.endShadow(obj, st) // after n.mu is released below
 		}

@@ -3,6 +3,7 @@ package fs
 import (
 	"sync"
 
+	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/writeback"
 )
@@ -52,6 +53,17 @@ type writeState struct {
 	// its staging file itself (ptwrite.go); nil otherwise. Set at
 	// create, taken off at the release of the last writer.
 	live *liveWrite
+	// shadowed: the kernel's backing file no longer holds the node's
+	// content (it changed while passthrough handles were open): every
+	// open is a shadowHandle until ptOpen drops to 0 (shadow.go). Only
+	// a change starts one, so only a written node has the fields.
+	// shadowOf is the entry the node stood for then; shadowObj and
+	// shadowStamp the backing file's cache object and stamp, when it is
+	// a bucket version's and a writer opened (endShadow checks them).
+	shadowed    bool
+	shadowOf    meta.Entry
+	shadowObj   *cache.Object
+	shadowStamp fileStamp
 	// orphan is the committed content the node had when its name went
 	// (markUnlinked), held for cache.ReplacedGrace: its key may name
 	// another file by now.
@@ -93,6 +105,8 @@ func (w *writeState) ownJob() *writeback.Job {
 	}
 	return w.own
 }
+
+func (w *writeState) isShadowed() bool { return w != nil && w.shadowed }
 
 func (w *writeState) writerCount() int {
 	if w == nil {

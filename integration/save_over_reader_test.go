@@ -234,7 +234,6 @@ func TestDiscardBesideAPassthroughReader(t *testing.T) {
 // holding key = data, with key read once and fully cached, so that its
 // next open is a passthrough one.
 type cachedFile struct {
-	srv  server
 	w    backend.Writer
 	m    *mount
 	addr string // the mount's metrics address
@@ -251,5 +250,5 @@ func mountCachedFile(t *testing.T, srv server, key string, data []byte, extra ..
 	p := filepath.Join(m.dir, key)
 	readWhole(t, p, data)
 	waitWritten(t, addr, int64(len(data)))
-	return cachedFile{srv: srv, w: w, m: m, addr: addr, p: p}
+	return cachedFile{w: w, m: m, addr: addr, p: p}
 }

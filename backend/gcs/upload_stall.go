@@ -31,15 +31,15 @@ import (
 //   - an upload whose attempts go unanswered silentAfter times in a row
 //     (cut by uploadStall, or by the response header timeout that the
 //     request's end starts), with nothing acknowledged between them
-//     (uploadRetry), is not retried
-//     further and is not checked against the object (the endpoint is
-//     silent; the check could only wait too): Put fails with
+//     (uploadRetry), is not retried further and is not checked against
+//     the object (the endpoint is silent; the check could only wait
+//     too): Put fails with
 //     backend.ErrUnavailable, which the writeback manager retries on its
 //     own schedule. Should the last request have landed after all, the
 //     retry is conditional and its 412 is checked then (confirmUpload).
 
-// silentAfter is how many consecutive attempts of an upload may be cut by
-// uploadStall before it fails instead of retrying.
+// silentAfter is how many consecutive attempts of an upload may go
+// unanswered before it fails instead of retrying.
 const silentAfter = 2
 
 // stallError is an upload attempt cut by uploadStall. It is a network

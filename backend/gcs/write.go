@@ -165,11 +165,11 @@ type uploadRetry struct {
 	deadline time.Duration
 	stop     <-chan struct{} // PutOptions.Stop: no retry once closed
 
-	mu       sync.Mutex
-	failures int
-	stalls   int       // consecutive unanswered attempts since the last progress
-	since    time.Time // first failure since the last progress
-	done     int64     // bytes the server has acknowledged
+	mu         sync.Mutex
+	failures   int
+	unanswered int       // consecutive unanswered attempts since the last progress
+	since      time.Time // first failure since the last progress
+	done       int64     // bytes the server has acknowledged
 }
 
 func (u *uploadRetry) shouldRetry(err error) bool {
@@ -183,11 +183,11 @@ func (u *uploadRetry) shouldRetry(err error) bool {
 		u.since = time.Now()
 	}
 	if unanswered(err) {
-		u.stalls++
+		u.unanswered++
 	} else {
-		u.stalls = 0
+		u.unanswered = 0
 	}
-	return u.failures < u.max && time.Since(u.since) < u.deadline && u.stalls < silentAfter
+	return u.failures < u.max && time.Since(u.since) < u.deadline && u.unanswered < silentAfter
 }
 
 // silent reports an upload given up because its endpoint stopped
@@ -195,13 +195,13 @@ func (u *uploadRetry) shouldRetry(err error) bool {
 func (u *uploadRetry) silent() bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	return u.stalls >= silentAfter
+	return u.unanswered >= silentAfter
 }
 
 // progress records n bytes acknowledged by the server.
 func (u *uploadRetry) progress(n int64) {
 	u.mu.Lock()
-	u.failures, u.stalls = 0, 0
+	u.failures, u.unanswered = 0, 0
 	u.done = n
 	u.mu.Unlock()
 }
