@@ -94,8 +94,10 @@ func applyConfig(fs *pflag.FlagSet, path string, b []byte) (map[string]string, e
 
 // withConfig gives a command --config and --print-config: the file is
 // applied before the command runs, and --print-config prints the
-// effective settings instead of running it.
-func withConfig(cmd *cobra.Command) *cobra.Command {
+// effective settings instead of running it, once check (what the
+// command would refuse before doing anything) passes: a setting printed
+// as effective is one the command runs with.
+func withConfig(cmd *cobra.Command, check func(args []string) error) *cobra.Command {
 	args, run := cmd.Args, cmd.RunE
 	cmd.Args = func(c *cobra.Command, a []string) error {
 		if pc, _ := c.Flags().GetBool("print-config"); pc {
@@ -109,7 +111,10 @@ func withConfig(cmd *cobra.Command) *cobra.Command {
 			return err
 		}
 		if pc, _ := c.Flags().GetBool("print-config"); pc {
-			return printConfig(os.Stdout, c.Flags(), fromFile, a)
+			if err := check(a); err != nil {
+				return err
+			}
+			return printConfig(c.OutOrStdout(), c.Flags(), fromFile, a)
 		}
 		return run(c, a)
 	}
@@ -186,15 +191,4 @@ func printConfig(w io.Writer, fs *pflag.FlagSet, fromFile map[string]string, arg
 		return err
 	}
 	return enc.Close()
-}
-
-// addOpsCommands adds warm to root and gives mount --config and
-// --print-config.
-func addOpsCommands(root *cobra.Command) {
-	root.AddCommand(warmCmd())
-	for _, c := range root.Commands() {
-		if c.Name() == "mount" {
-			withConfig(c)
-		}
-	}
 }

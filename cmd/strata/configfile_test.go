@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 
@@ -144,5 +145,34 @@ func TestPrintConfigRoundTrips(t *testing.T) {
 		if a, b := again.Lookup(name).Value.String(), fs.Lookup(name).Value.String(); a != b && name != "cache-dir" {
 			t.Errorf("%s: printed and re-read %q, effective %q", name, a, b)
 		}
+	}
+}
+
+// --print-config shows what a mount would run with, so it refuses what
+// the mount would refuse: a setting printed as effective must be one.
+func TestPrintConfigRefusesWhatTheMountRefuses(t *testing.T) {
+	dir := t.TempDir()
+	file := dir + "/strata.yaml"
+	if err := os.WriteFile(file, []byte("upload: asyncc\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{
+		{"--upload", "asyncc"},
+		{"--config", file},
+		{"--block-size", "3MiB"},
+	} {
+		root := newRoot()
+		var out bytes.Buffer
+		root.SetOut(&out)
+		root.SetArgs(append([]string{"mount", "s3://bucket", dir, "--print-config"}, args...))
+		err := root.Execute()
+		if err == nil || !strings.Contains(err.Error(), "want") {
+			t.Errorf("mount %v --print-config: err = %v, want the mount's refusal", args, err)
+		}
+	}
+	root := newRoot()
+	root.SetArgs([]string{"mount", "s3:/bucket", dir, "--print-config"})
+	if err := root.Execute(); err == nil {
+		t.Errorf("--print-config of a bad source: no error")
 	}
 }

@@ -29,8 +29,7 @@ func newRoot() *cobra.Command {
 		SilenceErrors: true,
 	}
 	root.AddCommand(mountCmd(), umountCmd(), versionCmd(), cacheCmd(), syncCmd(), uploadsCmd(), refreshCmd())
-	root.AddCommand(csiCmd(), sidecarCmd())
-	addOpsCommands(root) // warm; --config and --print-config on mount
+	root.AddCommand(csiCmd(), sidecarCmd(), warmCmd())
 	usageInArgErrors(root)
 	return root
 }

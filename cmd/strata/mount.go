@@ -37,7 +37,14 @@ the background (--foreground stays attached). Unmount with: umount MOUNTPOINT`,
 	// Only on mount (not warm or the config file): it is about the
 	// mountpoint, not the cache. mount.strata maps -o nonempty to it.
 	cmd.Flags().BoolVar(&allowNonempty, "allow-nonempty", false, "mount over a directory that is not empty (its files are hidden while mounted)")
-	return cmd
+	return withConfig(cmd, func(args []string) error {
+		if len(args) > 0 {
+			if _, err := config.ParseSource(args[0]); err != nil {
+				return err
+			}
+		}
+		return cfg.Validate()
+	})
 }
 
 func runMount(cfg *config.Config, source, mountpoint string, allowNonempty bool) (err error) {
