@@ -119,3 +119,31 @@ func TestFailedMountLeavesOtherLogAlone(t *testing.T) {
 		t.Errorf("the failed mount wrote into the other mount's log:\n%s", added)
 	}
 }
+
+// TestUmountRefusesOtherFilesystems: `strata umount` is for Strata
+// mounts. Given another filesystem's mountpoint (a typo, a parent
+// directory, a tmpfs), it used to unmount it, and with --force abort any
+// FUSE connection (an sshfs); it now refuses, and the mount stays.
+func TestUmountRefusesOtherFilesystems(t *testing.T) {
+	requireFUSE(t)
+	bin := testserver.Binary(t, "strata")
+	dir := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=1m", "strata-test", dir).CombinedOutput(); err != nil {
+		t.Fatalf("mount tmpfs: %v %s", err, out)
+	}
+	t.Cleanup(func() { _ = exec.Command("umount", dir).Run() })
+	if err := os.WriteFile(filepath.Join(dir, "f"), []byte("kept"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"umount", dir}, {"umount", "--force", dir}} {
+		out, err := exec.Command(bin, args...).CombinedOutput()
+		if err == nil {
+			t.Errorf("strata %v: exit 0, want a refusal", args)
+		} else if !strings.Contains(string(out), "not a Strata mount") {
+			t.Errorf("strata %v: %q does not say it is not a Strata mount", args, out)
+		}
+		if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "kept" || !isMounted(dir) {
+			t.Fatalf("after strata %v: the tmpfs is gone (%q %v, mounted %v)", args, b, err, isMounted(dir))
+		}
+	}
+}

@@ -40,8 +40,16 @@ daemon, if it is still alive, exits once it notices the connection is gone.`,
 
 func runUmount(p string, force bool) error {
 	e, err := mount.Find(p)
-	if err != nil {
-		return err
+	if err != nil || !mount.IsStrata(e) {
+		// Another filesystem (a typo, a parent directory, someone's sshfs)
+		// is refused, never unmounted or aborted.
+		if why := notALiveMount(p, func(mnt, _ string) string { return "strata umount " + mnt }); why != nil {
+			return why
+		}
+		if err != nil {
+			return err
+		}
+		return fmt.Errorf("%s is not a Strata mount (it is %s)", p, e.FSType)
 	}
 	if !force {
 		if err := mount.Unmount(e, 0); err != nil {
