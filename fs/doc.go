@@ -30,7 +30,9 @@
 // A writer opened while passthrough handles are open, and every open
 // after it until they are gone, is a shadowHandle (shadow.go): it names
 // the kernel's backing file, as the kernel requires, with FOPEN_DIRECT_IO,
-// so that its reads and writes still come to the daemon.
+// so that its reads and writes still come to the daemon; its appends are
+// also written to the readers' cache file, past the version it holds, so
+// that they see the file grow (follow.go: `tail -f`).
 // A file written here and committed (its upload pending, or landed and
 // still becoming the cached copy) is passthrough too, on its staging file
 // (a committed file never changes); an open right after a writer's close
@@ -91,8 +93,10 @@
 // fileNode.mu is held for bookkeeping only, never across I/O. sessMu is
 // held shared across a write, read or truncation of the session's staging
 // file (a write's space reservation may run a cache eviction pass), or a
-// read of the manager's content, so that a commit, which holds it
-// exclusively, waits for those in flight. Held exclusively it covers
+// read of the manager's content, and across a write's copy to the
+// readers' cache file beside it (follow.go), so that a commit, which holds
+// it exclusively, waits for those in flight (as the end of a shadow does,
+// for an instant, before it cuts that cache file back). Held exclusively it covers
 // bookkeeping and Manager.Register (a dup, no disk I/O), and in a rename
 // (moveLocal) Manager.Rekey, which rewrites journal entries in the index
 // under Manager.mu. A new session is staged (a copy of the pending

@@ -174,6 +174,7 @@ func (n *fileNode) startSession(ctx context.Context, trunc bool) error {
 		return err
 	}
 	n.mu.Lock()
+	n.unfollowLocked()
 	n.entry.Size, n.entry.MTime = 0, time.Now().UnixNano()
 	n.mu.Unlock()
 	return nil
@@ -189,6 +190,7 @@ func (n *fileNode) installSessionLocked(st *writeback.Staging, trunc, pending bo
 	}
 	w.sess, w.pre = st, n.entry
 	if trunc {
+		n.unfollowLocked()
 		n.entry.Size, n.entry.MTime = 0, time.Now().UnixNano()
 		st.MarkDirty()
 	} else {

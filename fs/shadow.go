@@ -27,8 +27,9 @@ import (
 // content, so every later open is a shadowHandle too
 // (writeState.shadowed), until the last handle naming the backing file
 // is released and the kernel lets it go; then opens are passthrough
-// again, on the new content. The readers open before the writer keep reading the version
-// they opened (the kernel reads it from their cache file).
+// again, on the new content. The readers open before the writer read
+// their cache file, the version they opened, plus what is appended to it
+// (follow.go).
 
 // shadowHandle is a userspace handle on an inode whose backing file the
 // kernel holds. go-fuse adds FOPEN_PASSTHROUGH and the inode's backing id
@@ -63,7 +64,7 @@ func (n *fileNode) startShadowLocked() {
 		return
 	}
 	w.shadowed, w.shadowOf = true, n.entry
-	n.fsys.log.Info("fs: changed while open for reading through passthrough: until those readers close, this file is read and written through strata, and they keep the version they opened", "key", n.key.get())
+	n.fsys.log.Info("fs: changed while open for reading through passthrough: until those readers close, this file is read and written through strata; they see what is appended, not what is rewritten", "key", n.key.get())
 }
 
 // watchesBackingLocked reports whether the shadow already records what
@@ -104,35 +105,60 @@ func (n *fileNode) watchShadowBacking() {
 // endShadowLocked ends n's shadow once the kernel let go of the backing
 // file (ptOpen dropped to 0), and returns what endShadow must check.
 // Caller holds n.mu.
-func (n *fileNode) endShadowLocked() (*cache.Object, fileStamp) {
+func (n *fileNode) endShadowLocked() shadowEnd {
 	w := n.ws()
-	obj, st := w.shadowObj, w.shadowStamp
+	end := shadowEnd{obj: w.shadowObj, stamp: w.shadowStamp, followed: w.followed, size: w.shadowOf.Size}
 	w.shadowed, w.shadowOf, w.shadowObj, w.shadowStamp = false, meta.Entry{}, nil, fileStamp{}
-	return obj, st
+	w.unfollowed, w.followed, w.followBytes = false, false, 0
+	return end
+}
+
+// shadowEnd is what endShadow checks: the readers' cache file, its stamp
+// when the writer opened, whether appends were written to it, and the
+// size of the version it holds.
+type shadowEnd struct {
+	obj      *cache.Object
+	stamp    fileStamp
+	followed bool
+	size     int64
 }
 
 // endShadow checks the cache file the readers held while a writer was
-// open: a writable shared mapping made by that writer maps it (the kernel
+// open. A writable shared mapping made by that writer maps it (the kernel
 // maps a DIRECT_IO passthrough file's backing file), and its stores change
-// the cached copy of a bucket version. A changed file is distrusted at
-// once (no open passes it through unverified) and verified in the
-// background, so that the blocks that differ from the bucket's are
-// dropped and fetched again rather than served as that version. Called
-// with no lock held.
-func (n *fileNode) endShadow(obj *cache.Object, was fileStamp) {
+// the cached copy of a bucket version; the appends followed into it
+// (follow.go) lengthened it. A changed file is distrusted at once (no open
+// passes it through unverified), cut back to the version's size, and
+// verified in the background, so that the blocks that differ from the
+// bucket's are dropped and fetched again rather than served as that
+// version. Called with no lock held.
+func (n *fileNode) endShadow(end shadowEnd) {
+	obj := end.obj
 	if obj == nil {
 		return
 	}
 	now, err := stampOfObject(obj)
-	if err != nil || now == was {
+	if !end.followed && (err != nil || now == end.stamp) {
 		obj.Release()
 		return
 	}
 	obj.Distrust() // before the next open can pass it through
-	go func() {    // reads the whole file: not in the RELEASE that got here
+	w := n.peekWS()
+	go func() { // reads the whole file: not in the RELEASE that got here
 		defer obj.Release()
+		if end.followed {
+			// The writes that decided to follow before the shadow
+			// ended hold sessMu shared until they have.
+			w.sessMu.Lock()
+			w.sessMu.Unlock() //nolint:staticcheck // an empty critical section: a barrier
+			if err := truncateObjectFile(obj, end.size); err != nil {
+				n.fsys.log.Warn("fs: could not cut the cached copy back after following appends; it is verified", "key", n.key.get(), "err", err)
+			}
+		}
 		bad, err := obj.Verify()
-		n.fsys.log.Warn("fs: the cached copy of this file was written through a memory mapping while a writer shared it with passthrough readers: those stores are not uploaded; the cached copy was verified again", "key", n.key.get(), "blocks_dropped", bad, "err", err)
+		if bad > 0 || err != nil {
+			n.fsys.log.Warn("fs: the cached copy of this file was written through a memory mapping while a writer shared it with passthrough readers: those stores are not uploaded; the cached copy was verified again", "key", n.key.get(), "blocks_dropped", bad, "err", err)
+		}
 	}()
 }
 

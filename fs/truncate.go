@@ -71,6 +71,7 @@ func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 		terr = st.Truncate(size)
 	}
 	n.mu.Lock()
+	n.unfollowLocked()
 	if o != noOwner && st != nil {
 		markWrote(st, o)
 	}

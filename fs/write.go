@@ -9,6 +9,7 @@ import (
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 
+	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
 	"github.com/stratafs/strata/cache/writeback"
 )
@@ -55,11 +56,16 @@ func (h *fileHandle) Write(ctx context.Context, data []byte, off int64) (_ uint3
 		k, err := st.WriteAt(data, off) // a failure is the session's (st.Failed): never uploaded
 		n.mu.Lock()
 		markWrote(st, o) // a failed write counts: its close reports the error
+		var follow *cache.Object
 		if err == nil {
 			n.entry.Size = max(n.entry.Size, off+int64(k))
 			n.entry.MTime = time.Now().UnixNano()
+			follow = n.followLocked(off, int64(k))
 		}
 		n.mu.Unlock()
+		if follow != nil {
+			n.follow(follow, data[:k], off)
+		}
 		w.sessMu.RUnlock()
 		if err != nil {
 			f.log.Warn("fs: write failed; the file will not be uploaded", "key", n.key.get(), "off", off, "err", err)
@@ -290,8 +296,7 @@ func (n *fileNode) release(h *fileHandle) {
 			w.ptGone = nil
 		}
 		if n.ptOpen == 0 && w.isShadowed() {
-			obj, st := n.endShadowLocked()
-			defer n.endShadow(obj, st) // after n.mu is released below
+			defer n.endShadow(n.endShadowLocked()) // after n.mu is released below
 		}
 	default:
 		n.usOpen--
