@@ -166,7 +166,10 @@ func TestNonRootMountAndUmount(t *testing.T) {
 		t.Fatal(err)
 	}
 	script := fmt.Sprintf(`set -e
-trap 'umount -l %[8]s 2>/dev/null || true' EXIT # a failed run leaves no daemon behind
+# A failed run leaves no daemon behind, and shows the mount table and the
+# daemons' logs (a run on a loaded machine once found the mountpoint busy
+# at the second mount, with nothing on record to say why).
+trap 'st=$?; if [ $st != 0 ]; then echo "=== mountinfo"; grep " %[8]s " /proc/self/mountinfo || true; for f in %[5]s/.cache/strata/*/strata.log; do echo "=== $f"; tail -40 "$f" || true; done; fi; umount -l %[8]s 2>/dev/null || true' EXIT
 mknod %[1]s/fuse c %[2]d %[3]d
 chmod 0666 %[1]s/fuse
 mount --bind %[1]s/fuse /dev/fuse

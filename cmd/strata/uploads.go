@@ -151,6 +151,11 @@ func listUploads(mnt string) ([]writeback.Upload, error) {
 
 // uploadsRequest sends a retry or discard request for rel.
 func uploadsRequest(mnt, attr, rel string) error {
+	// The request is an attribute written to mnt: on any other directory
+	// it would be stored there, and look done.
+	if why := notALiveMount(mnt, uploadsExample); why != nil {
+		return why
+	}
 	var err error
 	for {
 		if err = unix.Setxattr(mnt, attr, []byte(rel), 0); !errors.Is(err, unix.EINTR) {
