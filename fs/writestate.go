@@ -64,11 +64,12 @@ type writeState struct {
 	shadowOf    meta.Entry
 	shadowObj   *cache.Object
 	shadowStamp fileStamp
-	// follow: the writes of the shadow so far only added bytes past the
-	// end of shadowOf, and each was also written to shadowObj's file, so
-	// that the readers opened before see what is appended (follow.go).
-	// unfollowed: a truncation or a write within shadowOf's bytes ended
-	// that for the rest of the shadow. followed: some bytes were.
+	// While the writes of the shadow only add bytes past the end of
+	// shadowOf, each is also written to shadowObj's file, so that the
+	// readers opened before see what is appended (follow.go). unfollowed:
+	// a truncation or a write within shadowOf's bytes ended that for the
+	// rest of the shadow; followed: some bytes were written there;
+	// followBytes: how many (maxFollow bounds them).
 	unfollowed, followed bool
 	followBytes          int64
 	// orphan is the committed content the node had when its name went

@@ -100,11 +100,7 @@ func TestTailFollowsAppends(t *testing.T) {
 			// tail's RELEASE reaches the daemon a moment after it exits;
 			// every read from here on, passthrough or not, reads the file
 			// as written.
-			for range 20 {
-				dropCaches(t)
-				readWhole(t, c.p, want)
-				time.Sleep(50 * time.Millisecond)
-			}
+			readsAcrossReleases(t, c.p, want)
 			if log := logTail(c.m.cacheDir); bytes.Contains([]byte(log), []byte("memory mapping")) {
 				t.Errorf("the log warns of a memory mapping nobody made:\n%s", log)
 			}
@@ -165,9 +161,5 @@ func TestFollowStopsAtARewrite(t *testing.T) {
 	if sum, n, err := bucketSHA(t, c.w, "run.log"); err != nil || sum != sha(want) {
 		t.Fatalf("the bucket holds %d bytes, want the %d written: %v", n, len(want), err)
 	}
-	for range 20 {
-		dropCaches(t)
-		readWhole(t, c.p, want)
-		time.Sleep(50 * time.Millisecond)
-	}
+	readsAcrossReleases(t, c.p, want)
 }

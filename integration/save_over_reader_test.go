@@ -155,11 +155,7 @@ func TestMappedWriteBesideAPassthroughReader(t *testing.T) {
 
 	// The RELEASEs reach the daemon a moment after close: every read from
 	// here on, passthrough or not, must be the bucket's bytes.
-	for range 20 {
-		dropCaches(t)
-		readWhole(t, p, data)
-		time.Sleep(50 * time.Millisecond)
-	}
+	readsAcrossReleases(t, p, data)
 	if got, _, err := bucketSHA(t, w, "weights.bin"); err != nil || got != sha(data) {
 		t.Fatalf("the bucket's object changed: %v", err)
 	}
@@ -251,4 +247,17 @@ func mountCachedFile(t *testing.T, srv server, key string, data []byte, extra ..
 	readWhole(t, p, data)
 	waitWritten(t, addr, int64(len(data)))
 	return cachedFile{w: w, m: m, addr: addr, p: p}
+}
+
+// readsAcrossReleases reads p again and again, page cache dropped, for a
+// second after the last handle on it closed: its RELEASE reaches the
+// daemon a moment after close() returns, and every read, passthrough or
+// not, before or after it, must be want.
+func readsAcrossReleases(t *testing.T, p string, want []byte) {
+	t.Helper()
+	for range 20 {
+		dropCaches(t)
+		readWhole(t, p, want)
+		time.Sleep(50 * time.Millisecond)
+	}
 }
