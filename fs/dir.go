@@ -101,7 +101,7 @@ func (d *dirNode) child(ctx context.Context, e meta.Entry, lease time.Duration, 
 	} else {
 		key := meta.Join(d.key.get(), e.Name, false)
 		node = newFileNode(f, key, e)
-		attr = gofs.StableAttr{Mode: syscall.S_IFREG, Ino: f.fileIno(key, e)}
+		attr = gofs.StableAttr{Mode: syscall.S_IFREG, Ino: f.fileIno(d, e.Name, e)}
 		f.fileAttr(e, &out.Attr)
 	}
 	out.Ino = attr.Ino
@@ -170,7 +170,7 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 		de.Mode = syscall.S_IFDIR
 		de.Ino = inoOf('d', meta.Join(h.d.key.get(), e.Name, true), "")
 	} else {
-		de.Ino = h.d.fsys.fileIno(meta.Join(h.d.key.get(), e.Name, false), e)
+		de.Ino = h.d.fsys.fileIno(h.d, e.Name, e)
 	}
 	return de, 0
 }

@@ -76,7 +76,8 @@
 //	ptWriters.mu: a leaf
 //	Staging.mu: a leaf (taken under the node locks, never with Manager.mu)
 //	FS.mu: a leaf (no other lock is taken while it is held; it is taken
-//	with a node's sessMu held in moveLocal)
+//	with a node's sessMu held in moveLocal, and with its mu held in
+//	trackLocal)
 //	reusedBacking.mu: a leaf, held across no syscall
 //	fileHandle.swapMu -> fileNode.mu (standsFor, acquireCurrent's refresh)
 //

@@ -3,20 +3,31 @@ package fs
 import "github.com/stratafs/strata/cache/meta"
 
 // trackLocal records that n (key) holds local content and shows it in the
-// tree until its upload lands.
+// tree until its upload lands. A node whose name is gone (unlinked, or
+// renamed over) shows nothing: a process writing to its descriptor after
+// the name went writes to a file that is in no directory, as on local
+// disk. The check and the local entry are made under n.mu, which
+// markUnlinked takes before an unlink or a rename clears the name's local
+// entry: either that clears this one, or this one is never made.
 func (f *FS) trackLocal(n *fileNode, key string, e meta.Entry) {
+	n.mu.Lock()
+	if n.unlinked {
+		n.mu.Unlock()
+		return
+	}
 	f.mu.Lock()
 	f.files[key] = n
 	sweep := len(f.files) > f.sweepAt
 	f.mu.Unlock()
-	if sweep { // forget the nodes whose upload is complete
+	dir, name := meta.Parent(key)
+	f.meta.SetLocal(dir, meta.Entry{Name: name, Size: e.Size, MTime: e.MTime, Version: n.ident, Local: true})
+	n.mu.Unlock()
+	if sweep { // forget the nodes whose upload is complete (localUnder takes their locks)
 		left := len(f.localUnder(""))
 		f.mu.Lock()
 		f.sweepAt = max(64, 2*left)
 		f.mu.Unlock()
 	}
-	dir, name := meta.Parent(key)
-	f.meta.SetLocal(dir, meta.Entry{Name: name, Size: e.Size, MTime: e.MTime, Version: n.ident, Local: true})
 }
 
 // untrack forgets key's local state.
@@ -28,22 +39,42 @@ func (f *FS) untrack(key string, n *fileNode) {
 	f.mu.Unlock()
 }
 
-// fileIno is the inode number of file e at key. A file written here
-// keeps the number its node was given, whatever it has been renamed to
-// since, as rename(2) keeps an inode, and after its upload lands, while
-// its node still stands for the key: numbered from its new name or its
+// fileIno is the inode number of file e, named name in d. A file written
+// here keeps the number its node was given, whatever it has been renamed
+// to since, as rename(2) keeps an inode, and after its upload lands, while
+// its node still stands for the name: numbered from its new name or its
 // new version, a lookup gave the kernel a second inode for the same file,
-// and an unlink or a rename over the name reached only one of them.
-func (f *FS) fileIno(key string, e meta.Entry) uint64 {
+// and an unlink or a rename over the name reached only one of them. The
+// node is the one tracked for the key while it has local content, and the
+// directory's child of that name (what the kernel has for it) after the
+// sweep in trackLocal forgot it: a rename's target is looked up again
+// (the kernel revalidates it), so that lookup must find the node a
+// process may hold open for writing.
+func (f *FS) fileIno(d *dirNode, name string, e meta.Entry) uint64 {
+	key := meta.Join(d.key.get(), name, false)
 	f.mu.Lock()
 	n := f.files[key]
 	f.mu.Unlock()
-	if n != nil && n.is(e) {
-		if ino := n.StableAttr().Ino; ino != 0 { // 0: a node the kernel was never given
-			return ino
+	if ino := n.inoIf(e); ino != 0 {
+		return ino
+	}
+	if ch := d.GetChild(name); ch != nil {
+		if cn, ok := ch.Operations().(*fileNode); ok && cn != n {
+			if ino := cn.inoIf(e); ino != 0 {
+				return ino
+			}
 		}
 	}
 	return inoOf('f', key, e.Version)
+}
+
+// inoIf returns n's inode number if e is n's file, else 0 (also for a
+// node the kernel was never given).
+func (n *fileNode) inoIf(e meta.Entry) uint64 {
+	if n == nil || !n.is(e) {
+		return 0
+	}
+	return n.StableAttr().Ino
 }
 
 // is reports whether e (the key's entry) is the node's file: its local

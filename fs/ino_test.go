@@ -52,3 +52,98 @@ func TestAttributeRepliesKeepTheInodeNumber(t *testing.T) {
 		}
 	}
 }
+
+// TestAWrittenFileKeepsItsNodeOnceForgotten: once a file written here
+// is in the bucket, the mount stops tracking it by key (the sweep in
+// trackLocal), but the kernel still has its node: a lookup of its name
+// (the kernel revalidates a rename's target) must find that node, not
+// make a second one for the same file. With a second one, a rename over
+// the name marked only the new node replaced, and a descriptor still open
+// for writing on the first uploaded its writes over the renamed file.
+func TestAWrittenFileKeepsItsNodeOnceForgotten(t *testing.T) {
+	f := newTestFS(t, nil)
+	root := fuse.InHeader{NodeId: rootIno}
+	create := func(name, data string) (fuse.InHeader, uint64) {
+		var out fuse.CreateOut
+		if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_WRONLY, Mode: 0o644}, name, &out); s != fuse.OK {
+			t.Fatalf("create %s: %v", name, s)
+		}
+		in := fuse.InHeader{NodeId: out.NodeId}
+		if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte(data)); s != fuse.OK {
+			t.Fatalf("write %s: %v", name, s)
+		}
+		if s := f.raw.Fsync(nil, &fuse.FsyncIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
+			t.Fatalf("fsync %s: %v", name, s)
+		}
+		return in, out.Fh
+	}
+	a, fh := create("a", "old")
+	if got, _ := f.be.get("a"); got != "old" {
+		t.Fatalf("the bucket holds %q after fsync", got)
+	}
+	f.fsys.localUnder("") // what trackLocal's sweep does after 64 files
+	e, st := f.lookup("a")
+	if st != 0 {
+		t.Fatalf("lookup: %v", st)
+	}
+	if e.NodeId != a.NodeId {
+		t.Fatalf("the name's lookup gave node %d (inode %d), the file open for writing is node %d", e.NodeId, e.Attr.Ino, a.NodeId)
+	}
+	b, bfh := create("b", "new!!")
+	f.release(b.NodeId, bfh)
+	if errno := f.rename("b", "a", 0); errno != 0 {
+		t.Fatalf("rename: %v", errno)
+	}
+	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: a, Fh: fh, Offset: 3}, []byte("APPENDED")); s != fuse.OK {
+		t.Fatalf("write to the replaced file: %v", s)
+	}
+	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: a, Fh: fh}); s != fuse.OK {
+		t.Fatalf("flush of the replaced file: %v", s)
+	}
+	f.release(a.NodeId, fh)
+	if got, _ := f.be.get("a"); got != "new!!" {
+		t.Errorf("the bucket's a is %q, want the file renamed over it, %q", got, "new!!")
+	}
+}
+
+// TestWritesAfterAnUnlinkShowNoName: a process writes to a file it holds
+// open after the file was deleted (a log removed under its writer). On
+// local disk the writes go to the unlinked file and the name stays gone;
+// here the first write after the unlink started a write session that
+// listed the name again, a local entry nothing would ever upload or
+// clear: `ls` showed the deleted file and reading it gave ESTALE.
+func TestWritesAfterAnUnlinkShowNoName(t *testing.T) {
+	f := newTestFS(t, nil)
+	root := fuse.InHeader{NodeId: rootIno}
+	var out fuse.CreateOut
+	if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_WRONLY, Mode: 0o644}, "log", &out); s != fuse.OK {
+		t.Fatalf("create: %v", s)
+	}
+	in := fuse.InHeader{NodeId: out.NodeId}
+	write := func(off uint64, data string) {
+		if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh, Offset: off}, []byte(data)); s != fuse.OK {
+			t.Fatalf("write: %v", s)
+		}
+	}
+	write(0, "line 1\n")
+	if s := f.raw.Fsync(nil, &fuse.FsyncIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
+		t.Fatalf("fsync: %v", s)
+	}
+	if s := f.raw.Unlink(nil, &root, "log"); s != fuse.OK {
+		t.Fatalf("unlink: %v", s)
+	}
+	write(7, "line 2\n")
+	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
+		t.Fatalf("flush: %v", s)
+	}
+	f.release(out.NodeId, out.Fh)
+	if e, st := f.lookup("log"); st != syscall.ENOENT {
+		t.Errorf("lookup of the deleted name: errno %v (size %d), want ENOENT", st, e.Attr.Size)
+	}
+	if names := f.readdir(""); len(names) != 0 {
+		t.Errorf("the root lists %q after the only file was deleted", names)
+	}
+	if keys := f.be.keys(); len(keys) != 0 {
+		t.Errorf("the bucket holds %q", keys)
+	}
+}

@@ -1,0 +1,137 @@
+package integration
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestWritesAfterTheNameWent: a process holds a file open for writing (a
+// logger's O_APPEND descriptor, an `r+` update) and goes on writing after
+// another process replaced the name (wrote a temporary file and renamed
+// it over: an atomic save) or deleted it. On local disk those writes go
+// to a file that is in no directory any more, gone with its last close:
+// the name holds the new file, or nothing. So must the mount and the
+// bucket.
+//
+// Two defects, each seen in both upload modes:
+//   - The mount forgets which node wrote a file once its upload is
+//     complete (after 64 files written, every few files: a git commit into
+//     the mount is enough), and a lookup of the name after that (the
+//     kernel looks a rename's target up again; any lookup after its entry
+//     was dropped) made a second node for the same file: the rename or
+//     the unlink reached that one, and the descriptor's node uploaded its
+//     writes over the renamed file ("old" + "APPENDED" at the old size) or
+//     brought the deleted file back.
+//   - The first write after the name went listed the name again: `ls`
+//     showed the deleted file, and reading it gave ESTALE.
+func TestWritesAfterTheNameWent(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	for _, mode := range []string{"sync", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			bucket := srv.newBucket(t)
+			m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", mode)
+			w := srv.writer(t, bucket)
+			for _, c := range []struct {
+				name   string
+				flags  int
+				delete bool // unlink the name, else rename a new file over it
+				forget bool // write more files than the mount tracks, drop the kernel's entry
+			}{
+				{"append", unix.O_WRONLY | unix.O_APPEND, false, true},
+				{"update", unix.O_RDWR, false, true},
+				{"delete-forgotten", unix.O_WRONLY | unix.O_APPEND, true, true},
+				{"delete", unix.O_WRONLY | unix.O_APPEND, true, false},
+			} {
+				key := c.name + ".log"
+				target := filepath.Join(m.dir, key)
+				if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+				strataSync(t, srv, m) // its upload complete
+				fd, err := unix.Open(target, c.flags, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				closed := false
+				defer func() {
+					if !closed { // a failed step: let the mount go
+						unix.Close(fd)
+					}
+				}()
+				if c.forget {
+					for i := range 80 {
+						p := filepath.Join(m.dir, fmt.Sprintf("%s-other-%d", c.name, i))
+						if err := os.WriteFile(p, []byte("x"), 0o644); err != nil {
+							t.Fatal(err)
+						}
+					}
+					if _, errOut, err := runStrata(t, srv, "refresh", m.dir, key); err != nil {
+						t.Fatalf("strata refresh: %v: %s", err, errOut)
+					}
+				}
+				if c.delete {
+					if err := os.Remove(target); err != nil {
+						t.Fatal(err)
+					}
+				} else {
+					tmp := target + ".tmp"
+					if err := os.WriteFile(tmp, []byte("new!!"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Rename(tmp, target); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, err := unix.Write(fd, []byte("APPENDED")); err != nil {
+					t.Fatalf("%s: writing to the file after its name went: %v", c.name, err)
+				}
+				if c.flags&unix.O_RDWR != 0 { // it reads what it wrote, as on local disk
+					buf := make([]byte, 64)
+					n, err := unix.Pread(fd, buf, 0)
+					if err != nil || string(buf[:max(n, 0)]) != "APPENDED" {
+						t.Errorf("%s: the descriptor reads back %q (%v), want %q", c.name, buf[:max(n, 0)], err, "APPENDED")
+					}
+				}
+				closed = true
+				if err := unix.Close(fd); err != nil {
+					t.Fatalf("%s: closing the file after its name went: %v", c.name, err)
+				}
+				strataSync(t, srv, m)
+				if c.delete {
+					if _, err := os.Stat(target); !os.IsNotExist(err) {
+						got, rerr := os.ReadFile(target)
+						t.Errorf("%s: the deleted name stats %v through the mount and reads %q (%v), want ENOENT", c.name, err, got, rerr)
+					}
+					if names := listNames(t, m.dir); slices.Contains(names, key) {
+						t.Errorf("%s: the mount lists the deleted name", c.name)
+					}
+					if _, n, err := bucketSHA(t, w, key); err == nil {
+						t.Errorf("%s: the deleted file is back in the bucket (%d bytes): the descriptor's writes went up", c.name, n)
+					}
+					continue
+				}
+				got, err := os.ReadFile(target)
+				if err != nil || string(got) != "new!!" {
+					t.Errorf("%s: the name reads %q (%v) through the mount, want %q", c.name, got, err, "new!!")
+				}
+				if sum, n, err := bucketSHA(t, w, key); err != nil || sum != sha([]byte("new!!")) {
+					t.Errorf("%s: the bucket's %s is %d bytes (%v), not the file renamed over it (%q): the replaced file's writes went up", c.name, key, n, err, "new!!")
+				}
+			}
+		})
+	}
+}
+
+// strataSync waits until every file written to m is in the bucket.
+func strataSync(t *testing.T, srv server, m *mount) {
+	t.Helper()
+	if _, errOut, err := runStrata(t, srv, "sync", m.dir); err != nil {
+		t.Fatalf("strata sync: %v: %s", err, errOut)
+	}
+}
