@@ -62,16 +62,14 @@ func (f *FS) Refresh(ctx context.Context, p string) (RefreshResult, error) {
 	default:
 		res.State, res.Size, res.Version = "file", e.Size, e.Version
 	}
-	f.mu.Lock()
-	if f.files[key] != nil {
+	if f.hasLocalContent(key) {
 		res.State = "local"
 	}
-	f.mu.Unlock()
 	if parent := f.kernelDir(strings.TrimPrefix(dir, f.prefix)); parent != nil {
 		if ch := parent.GetChild(name); ch != nil {
 			if n, ok := ch.Operations().(*fileNode); ok {
 				n.mu.Lock()
-				res.Was = n.entry.Version // what its open files read
+				res.Was = n.versionRead() // what its open files read
 				n.mu.Unlock()
 			}
 			f.forgetBelow(ch)
@@ -79,6 +77,34 @@ func (f *FS) Refresh(ctx context.Context, p string) (RefreshResult, error) {
 		f.notifyEntry(parent, name)
 	}
 	return res, nil
+}
+
+// hasLocalContent reports whether key's content is still this mount's
+// alone: a write session, or an upload not yet complete. A node tracked
+// for key whose upload has landed (the sweep in trackLocal has not
+// forgotten it yet) has none.
+func (f *FS) hasLocalContent(key string) bool {
+	f.mu.Lock()
+	n := f.files[key]
+	f.mu.Unlock()
+	if n == nil {
+		return false
+	}
+	n.mu.Lock()
+	writing := n.peekWS().session() != nil
+	n.mu.Unlock()
+	return writing || f.wb.Pending(key)
+}
+
+// versionRead is the version n's opens read: its own upload's once that
+// has landed (the node takes it at its next open, settleIfUploaded),
+// else its entry's. Caller holds n.mu.
+func (n *fileNode) versionRead() string {
+	w := n.peekWS()
+	if v, ok := w.ownJob().Landed(); ok && n.entry.Local && w.session() == nil {
+		return v
+	}
+	return n.entry.Version
 }
 
 // kernelDir finds the inode of directory rel ("" or ending in "/") in the

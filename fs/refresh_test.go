@@ -7,6 +7,8 @@ import (
 	"syscall"
 	"testing"
 
+	"github.com/hanwen/go-fuse/v2/fuse"
+
 	"github.com/stratafs/strata/cache/meta"
 )
 
@@ -99,5 +101,39 @@ func TestStaleHint(t *testing.T) {
 	g := newTestFS(t, nil)
 	if h := g.fsys.staleHint("x"); !strings.Contains(h, "1m0s") || !strings.Contains(h, "strata refresh MOUNTPOINT x") {
 		t.Errorf("hint under a 1 minute TTL: %q", h)
+	}
+}
+
+// TestRefreshOfAFileWrittenHere: `strata refresh` of a file this mount
+// wrote, once its upload is complete, reports it unchanged. It said
+// "written here and not uploaded yet" (the node was still tracked by key)
+// or "changed in the bucket ... reopen it" (the node's entry still named
+// the version before its own upload), sending users to look for a writer
+// that did not exist.
+func TestRefreshOfAFileWrittenHere(t *testing.T) {
+	ctx := context.Background()
+	f := newTestFS(t, map[string]string{"ckpt": "epoch 1"})
+	e, errno := f.lookup("ckpt")
+	if errno != 0 {
+		t.Fatal(errno)
+	}
+	in := fuse.InHeader{NodeId: e.NodeId}
+	fh := f.open(e.NodeId, syscall.O_WRONLY|syscall.O_TRUNC)
+	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh}, []byte("epoch 2")); s != fuse.OK {
+		t.Fatalf("write: %v", s)
+	}
+	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
+		t.Fatalf("flush: %v", s)
+	}
+	f.release(e.NodeId, fh)
+	if _, err := f.fsys.wb.WaitAll(ctx); err != nil { // strata sync
+		t.Fatal(err)
+	}
+	if got, _ := f.be.get("ckpt"); got != "epoch 2" {
+		t.Fatalf("the bucket holds %q after the close", got)
+	}
+	res, err := f.fsys.Refresh(ctx, "ckpt")
+	if err != nil || res.State != "file" || res.Was != res.Version {
+		t.Errorf("refresh of the uploaded file: %+v %v; want state file, unchanged (was = version)", res, err)
 	}
 }
