@@ -16,7 +16,8 @@ import (
 // it over: an atomic save) or deleted it. On local disk those writes go
 // to a file that is in no directory any more, gone with its last close:
 // the name holds the new file, or nothing. So must the mount and the
-// bucket.
+// bucket. A log rotated under its writer (renamed to log.1, a new log
+// written) gets the writer's lines under log.1.
 //
 // Two defects, each seen in both upload modes:
 //   - The mount forgets which node wrote a file once its upload is
@@ -26,7 +27,8 @@ import (
 //     was dropped) made a second node for the same file: the rename or
 //     the unlink reached that one, and the descriptor's node uploaded its
 //     writes over the renamed file ("old" + "APPENDED" at the old size) or
-//     brought the deleted file back.
+//     brought the deleted file back; after a rotation the writer's lines
+//     went into the new log, after its bytes, with zeros between.
 //   - The first write after the name went listed the name again: `ls`
 //     showed the deleted file, and reading it gave ESTALE.
 func TestWritesAfterTheNameWent(t *testing.T) {
@@ -40,13 +42,14 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 			for _, c := range []struct {
 				name   string
 				flags  int
-				delete bool // unlink the name, else rename a new file over it
-				forget bool // write more files than the mount tracks, drop the kernel's entry
+				op     string // "replace": rename a new file over the name; "delete"; "rotate": rename the file away, then write a new one under the name
+				forget bool   // write more files than the mount tracks, drop the kernel's entry
 			}{
-				{"append", unix.O_WRONLY | unix.O_APPEND, false, true},
-				{"update", unix.O_RDWR, false, true},
-				{"delete-forgotten", unix.O_WRONLY | unix.O_APPEND, true, true},
-				{"delete", unix.O_WRONLY | unix.O_APPEND, true, false},
+				{"append", unix.O_WRONLY | unix.O_APPEND, "replace", true},
+				{"update", unix.O_RDWR, "replace", true},
+				{"delete-forgotten", unix.O_WRONLY | unix.O_APPEND, "delete", true},
+				{"delete", unix.O_WRONLY | unix.O_APPEND, "delete", false},
+				{"rotate", unix.O_WRONLY | unix.O_APPEND, "rotate", true},
 			} {
 				key := c.name + ".log"
 				target := filepath.Join(m.dir, key)
@@ -75,16 +78,24 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 						t.Fatalf("strata refresh: %v: %s", err, errOut)
 					}
 				}
-				if c.delete {
+				switch c.op {
+				case "delete":
 					if err := os.Remove(target); err != nil {
 						t.Fatal(err)
 					}
-				} else {
+				case "replace":
 					tmp := target + ".tmp"
 					if err := os.WriteFile(tmp, []byte("new!!"), 0o644); err != nil {
 						t.Fatal(err)
 					}
 					if err := os.Rename(tmp, target); err != nil {
+						t.Fatal(err)
+					}
+				case "rotate": // a log rotated under a writer that keeps its descriptor
+					if err := os.Rename(target, target+".1"); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.WriteFile(target, []byte("new!!"), 0o644); err != nil {
 						t.Fatal(err)
 					}
 				}
@@ -103,7 +114,16 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 					t.Fatalf("%s: closing the file after its name went: %v", c.name, err)
 				}
 				strataSync(t, srv, m)
-				if c.delete {
+				if c.op == "rotate" {
+					got, err := os.ReadFile(target + ".1")
+					if err != nil || string(got) != "oldAPPENDED" {
+						t.Errorf("%s: the renamed file reads %q (%v) through the mount, want %q", c.name, got, err, "oldAPPENDED")
+					}
+					if sum, n, err := bucketSHA(t, w, key+".1"); err != nil || sum != sha([]byte("oldAPPENDED")) {
+						t.Errorf("%s: the bucket's %s.1 is %d bytes (%v), want %q", c.name, key, n, err, "oldAPPENDED")
+					}
+				}
+				if c.op == "delete" {
 					if _, err := os.Stat(target); !os.IsNotExist(err) {
 						got, rerr := os.ReadFile(target)
 						t.Errorf("%s: the deleted name stats %v through the mount and reads %q (%v), want ENOENT", c.name, err, got, rerr)
