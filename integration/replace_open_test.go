@@ -42,7 +42,7 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 			for _, c := range []struct {
 				name   string
 				flags  int
-				op     string // "replace": rename a new file over the name; "delete"; "rotate": rename the file away, then write a new one under the name
+				op     string // "replace": rename a new file over the name; "delete"; "rotate": rename the file away, then write a new one under the name; "move-dir": rename its directory
 				forget bool   // write more files than the mount tracks, drop the kernel's entry
 			}{
 				{"append", unix.O_WRONLY | unix.O_APPEND, "replace", true},
@@ -50,8 +50,15 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 				{"delete-forgotten", unix.O_WRONLY | unix.O_APPEND, "delete", true},
 				{"delete", unix.O_WRONLY | unix.O_APPEND, "delete", false},
 				{"rotate", unix.O_WRONLY | unix.O_APPEND, "rotate", true},
+				{"move-dir", unix.O_WRONLY | unix.O_APPEND, "move-dir", true},
 			} {
 				key := c.name + ".log"
+				if c.op == "move-dir" {
+					if err := os.Mkdir(filepath.Join(m.dir, c.name), 0o755); err != nil {
+						t.Fatal(err)
+					}
+					key = c.name + "/f.log"
+				}
 				target := filepath.Join(m.dir, key)
 				if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
 					t.Fatal(err)
@@ -77,6 +84,9 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 					if _, errOut, err := runStrata(t, srv, "refresh", m.dir, key); err != nil {
 						t.Fatalf("strata refresh: %v: %s", err, errOut)
 					}
+					if _, err := os.Stat(target); err != nil { // the kernel looks it up again
+						t.Fatal(err)
+					}
 				}
 				switch c.op {
 				case "delete":
@@ -91,6 +101,10 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 					if err := os.Rename(tmp, target); err != nil {
 						t.Fatal(err)
 					}
+				case "move-dir":
+					if err := os.Rename(filepath.Join(m.dir, c.name), filepath.Join(m.dir, c.name+"-moved")); err != nil {
+						t.Fatal(err)
+					}
 				case "rotate": // a log rotated under a writer that keeps its descriptor
 					if err := os.Rename(target, target+".1"); err != nil {
 						t.Fatal(err)
@@ -100,7 +114,8 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 					}
 				}
 				if _, err := unix.Write(fd, []byte("APPENDED")); err != nil {
-					t.Fatalf("%s: writing to the file after its name went: %v", c.name, err)
+					t.Errorf("%s: writing to the file after its name went: %v", c.name, err)
+					continue // the deferred close lets the mount go
 				}
 				if c.flags&unix.O_RDWR != 0 { // it reads what it wrote, as on local disk
 					buf := make([]byte, 64)
@@ -114,6 +129,20 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 					t.Fatalf("%s: closing the file after its name went: %v", c.name, err)
 				}
 				strataSync(t, srv, m)
+				if c.op == "move-dir" {
+					moved := c.name + "-moved/f.log"
+					got, err := os.ReadFile(filepath.Join(m.dir, moved))
+					if err != nil || string(got) != "oldAPPENDED" {
+						t.Errorf("%s: the moved file reads %q (%v) through the mount, want %q", c.name, got, err, "oldAPPENDED")
+					}
+					if sum, n, err := bucketSHA(t, w, moved); err != nil || sum != sha([]byte("oldAPPENDED")) {
+						t.Errorf("%s: the bucket's %s is %d bytes (%v), want %q", c.name, moved, n, err, "oldAPPENDED")
+					}
+					if _, n, err := bucketSHA(t, w, key); err == nil {
+						t.Errorf("%s: the old name %s is in the bucket again (%d bytes)", c.name, key, n)
+					}
+					continue
+				}
 				if c.op == "rotate" {
 					got, err := os.ReadFile(target + ".1")
 					if err != nil || string(got) != "oldAPPENDED" {
