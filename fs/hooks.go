@@ -49,7 +49,9 @@ func (f *FS) untrack(key string, n *fileNode) {
 // directory's child of that name (what the kernel has for it) after the
 // sweep in trackLocal forgot it: a rename's target is looked up again
 // (the kernel revalidates it), so that lookup must find the node a
-// process may hold open for writing.
+// process may hold open for writing. That child may also be a node made
+// from the bucket's version after the kernel forgot the one that wrote
+// it (it got the writer's number while the writer was still tracked).
 func (f *FS) fileIno(d *dirNode, name string, e meta.Entry) uint64 {
 	key := meta.Join(d.key.get(), name, false)
 	f.mu.Lock()
@@ -63,9 +65,27 @@ func (f *FS) fileIno(d *dirNode, name string, e meta.Entry) uint64 {
 			if ino := cn.inoIf(e); ino != 0 {
 				return ino
 			}
+			if cn.madeFrom(e) {
+				// Made by a lookup of this version after the kernel forgot
+				// the node that wrote it, while that one was tracked: it
+				// has that one's number, which the kernel now knows it by.
+				return ch.StableAttr().Ino
+			}
 		}
 	}
 	return inoOf('f', key, e.Version)
+}
+
+// madeFrom reports whether n is the node of bucket version e: its entry
+// is that version (a lookup made it from e, or its own upload created e
+// and it has taken it).
+func (n *fileNode) madeFrom(e meta.Entry) bool {
+	if e.Local {
+		return false
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return !n.entry.Local && !n.unlinked && n.entry.Version == e.Version
 }
 
 // inoIf returns n's inode number if e is n's file, else 0 (also for a

@@ -1,6 +1,7 @@
 package fs
 
 import (
+	"context"
 	"syscall"
 	"testing"
 	"time"
@@ -145,5 +146,47 @@ func TestWritesAfterAnUnlinkShowNoName(t *testing.T) {
 	}
 	if keys := f.be.keys(); len(keys) != 0 {
 		t.Errorf("the bucket holds %q", keys)
+	}
+}
+
+// TestANodeMadeAfterTheKernelForgotAWrittenFileKeepsItsNumber: the
+// kernel forgets a written file's node once nothing holds it (memory
+// pressure, drop_caches), and the next lookup makes a new node; while the
+// mount still tracked the written one, the new node got the written one's
+// inode number. Once the mount forgot the written node too, a lookup
+// numbered the file from its bucket version, a third node for what the
+// kernel held as the second: a process that opened the second for
+// writing then wrote through a node no rename or unlink reached (seen
+// under a race-built daemon while another job dropped the caches).
+func TestANodeMadeAfterTheKernelForgotAWrittenFileKeepsItsNumber(t *testing.T) {
+	f := newTestFS(t, nil)
+	root := fuse.InHeader{NodeId: rootIno}
+	var out fuse.CreateOut
+	if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_WRONLY, Mode: 0o644}, "a", &out); s != fuse.OK {
+		t.Fatalf("create: %v", s)
+	}
+	in := fuse.InHeader{NodeId: out.NodeId}
+	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte("old")); s != fuse.OK {
+		t.Fatalf("write: %v", s)
+	}
+	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
+		t.Fatalf("flush: %v", s)
+	}
+	f.release(out.NodeId, out.Fh)
+	if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	f.raw.Forget(out.NodeId, 1) // the kernel evicts it: nothing holds it
+	second, st := f.lookup("a")
+	if st != 0 {
+		t.Fatalf("lookup after the forget: %v", st)
+	}
+	f.fsys.localUnder("") // what trackLocal's sweep does after 64 files
+	third, st := f.lookup("a")
+	if st != 0 {
+		t.Fatalf("lookup after the sweep: %v", st)
+	}
+	if third.NodeId != second.NodeId || third.Attr.Ino != second.Attr.Ino {
+		t.Errorf("the name's node changed from %d (inode %d) to %d (inode %d) with nothing renamed or forgotten", second.NodeId, second.Attr.Ino, third.NodeId, third.Attr.Ino)
 	}
 }

@@ -28,7 +28,10 @@ import (
 //     the unlink reached that one, and the descriptor's node uploaded its
 //     writes over the renamed file ("old" + "APPENDED" at the old size) or
 //     brought the deleted file back; after a rotation the writer's lines
-//     went into the new log, after its bytes, with zeros between.
+//     went into the new log, after its bytes, with zeros between. The
+//     same happened when the kernel had forgotten the written file's node
+//     before the open (drop_caches, memory pressure): the node made then
+//     had the writer's number, and a later lookup a third one.
 //   - The first write after the name went listed the name again: `ls`
 //     showed the deleted file, and reading it gave ESTALE.
 func TestWritesAfterTheNameWent(t *testing.T) {
@@ -64,6 +67,11 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 					t.Fatal(err)
 				}
 				strataSync(t, srv, m) // its upload complete
+				if c.forget {
+					// The kernel forgets the file's node (nothing holds it),
+					// and the open below makes a new one.
+					dropCaches(t)
+				}
 				fd, err := unix.Open(target, c.flags, 0)
 				if err != nil {
 					t.Fatal(err)
