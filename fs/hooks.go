@@ -65,10 +65,10 @@ func (f *FS) fileIno(d *dirNode, name string, e meta.Entry) uint64 {
 			if ino := cn.inoIf(e); ino != 0 {
 				return ino
 			}
-			if cn.madeFrom(e) {
-				// Made by a lookup of this version after the kernel forgot
-				// the node that wrote it, while that one was tracked: it
-				// has that one's number, which the kernel now knows it by.
+			if cn.takesName(e) {
+				// Made by a lookup after the kernel forgot the node that
+				// wrote the file, while that one was tracked: it has that
+				// one's number, which the kernel now knows it by.
 				return ch.StableAttr().Ino
 			}
 		}
@@ -76,16 +76,30 @@ func (f *FS) fileIno(d *dirNode, name string, e meta.Entry) uint64 {
 	return inoOf('f', key, e.Version)
 }
 
-// madeFrom reports whether n is the node of bucket version e: its entry
-// is that version (a lookup made it from e, or its own upload created e
-// and it has taken it).
-func (n *fileNode) madeFrom(e meta.Entry) bool {
+// takesName reports whether n, the kernel's node of e's name, is e's
+// file: its entry is that version (a lookup made it from e, or its own
+// upload created e and it has taken it), or n was made from the local
+// entry of content whose upload has landed since. Such a node takes e
+// now, as refresh would at its next open (the name's entry), so that its
+// writes after the name goes stage the bytes it stood for; not while the
+// kernel reads a backing file for it (refresh decides about a shadow).
+func (n *fileNode) takesName(e meta.Entry) bool {
 	if e.Local {
 		return false
 	}
+	key := n.key.get()
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	return !n.entry.Local && !n.unlinked && n.entry.Version == e.Version
+	switch {
+	case n.unlinked:
+		return false
+	case !n.entry.Local:
+		return n.entry.Version == e.Version
+	case n.peekWS().session() != nil || n.ptOpen > 0 || n.fsys.wb.Pending(key):
+		return false
+	}
+	n.entry, n.base = e, e.Version
+	return true
 }
 
 // inoIf returns n's inode number if e is n's file, else 0 (also for a

@@ -47,13 +47,15 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 				flags  int
 				op     string // "replace": rename a new file over the name; "delete"; "rotate": rename the file away, then write a new one under the name; "move-dir": rename its directory
 				forget bool   // write more files than the mount tracks, drop the kernel's entry
+				early  bool   // open before its upload is complete (async: pending)
 			}{
-				{"append", unix.O_WRONLY | unix.O_APPEND, "replace", true},
-				{"update", unix.O_RDWR, "replace", true},
-				{"delete-forgotten", unix.O_WRONLY | unix.O_APPEND, "delete", true},
-				{"delete", unix.O_WRONLY | unix.O_APPEND, "delete", false},
-				{"rotate", unix.O_WRONLY | unix.O_APPEND, "rotate", true},
-				{"move-dir", unix.O_WRONLY | unix.O_APPEND, "move-dir", true},
+				{"append", unix.O_WRONLY | unix.O_APPEND, "replace", true, false},
+				{"update", unix.O_RDWR, "replace", true, false},
+				{"delete-forgotten", unix.O_WRONLY | unix.O_APPEND, "delete", true, false},
+				{"delete", unix.O_WRONLY | unix.O_APPEND, "delete", false, false},
+				{"rotate", unix.O_WRONLY | unix.O_APPEND, "rotate", true, false},
+				{"move-dir", unix.O_WRONLY | unix.O_APPEND, "move-dir", true, false},
+				{"append-early", unix.O_WRONLY | unix.O_APPEND, "replace", true, true},
 			} {
 				key := c.name + ".log"
 				if c.op == "move-dir" {
@@ -66,7 +68,9 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 				if err := os.WriteFile(target, []byte("old"), 0o644); err != nil {
 					t.Fatal(err)
 				}
-				strataSync(t, srv, m) // its upload complete
+				if !c.early {
+					strataSync(t, srv, m) // its upload complete
+				}
 				if c.forget {
 					// The kernel forgets the file's node (nothing holds it),
 					// and the open below makes a new one.
@@ -75,6 +79,9 @@ func TestWritesAfterTheNameWent(t *testing.T) {
 				fd, err := unix.Open(target, c.flags, 0)
 				if err != nil {
 					t.Fatal(err)
+				}
+				if c.early {
+					strataSync(t, srv, m)
 				}
 				closed := false
 				defer func() {
