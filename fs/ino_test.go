@@ -63,22 +63,7 @@ func TestAttributeRepliesKeepTheInodeNumber(t *testing.T) {
 // for writing on the first uploaded its writes over the renamed file.
 func TestAWrittenFileKeepsItsNodeOnceForgotten(t *testing.T) {
 	f := newTestFS(t, nil)
-	root := fuse.InHeader{NodeId: rootIno}
-	create := func(name, data string) (fuse.InHeader, uint64) {
-		var out fuse.CreateOut
-		if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_WRONLY, Mode: 0o644}, name, &out); s != fuse.OK {
-			t.Fatalf("create %s: %v", name, s)
-		}
-		in := fuse.InHeader{NodeId: out.NodeId}
-		if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte(data)); s != fuse.OK {
-			t.Fatalf("write %s: %v", name, s)
-		}
-		if s := f.raw.Fsync(nil, &fuse.FsyncIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
-			t.Fatalf("fsync %s: %v", name, s)
-		}
-		return in, out.Fh
-	}
-	a, fh := create("a", "old")
+	a, fh := f.createSynced("a", "old")
 	if got, _ := f.be.get("a"); got != "old" {
 		t.Fatalf("the bucket holds %q after fsync", got)
 	}
@@ -90,7 +75,7 @@ func TestAWrittenFileKeepsItsNodeOnceForgotten(t *testing.T) {
 	if e.NodeId != a.NodeId {
 		t.Fatalf("the name's lookup gave node %d (inode %d), the file open for writing is node %d", e.NodeId, e.Attr.Ino, a.NodeId)
 	}
-	b, bfh := create("b", "new!!")
+	b, bfh := f.createSynced("b", "new!!")
 	f.release(b.NodeId, bfh)
 	if errno := f.rename("b", "a", 0); errno != 0 {
 		t.Fatalf("rename: %v", errno)
@@ -160,23 +145,12 @@ func TestWritesAfterAnUnlinkShowNoName(t *testing.T) {
 // under a race-built daemon while another job dropped the caches).
 func TestANodeMadeAfterTheKernelForgotAWrittenFileKeepsItsNumber(t *testing.T) {
 	f := newTestFS(t, nil)
-	root := fuse.InHeader{NodeId: rootIno}
-	var out fuse.CreateOut
-	if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_WRONLY, Mode: 0o644}, "a", &out); s != fuse.OK {
-		t.Fatalf("create: %v", s)
-	}
-	in := fuse.InHeader{NodeId: out.NodeId}
-	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte("old")); s != fuse.OK {
-		t.Fatalf("write: %v", s)
-	}
-	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
-		t.Fatalf("flush: %v", s)
-	}
-	f.release(out.NodeId, out.Fh)
+	in, fh := f.createSynced("a", "old")
+	f.release(in.NodeId, fh)
 	if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
 		t.Fatal(err)
 	}
-	f.raw.Forget(out.NodeId, 1) // the kernel evicts it: nothing holds it
+	f.raw.Forget(in.NodeId, 1) // the kernel evicts it: nothing holds it
 	second, st := f.lookup("a")
 	if st != 0 {
 		t.Fatalf("lookup after the forget: %v", st)
@@ -189,4 +163,23 @@ func TestANodeMadeAfterTheKernelForgotAWrittenFileKeepsItsNumber(t *testing.T) {
 	if third.NodeId != second.NodeId || third.Attr.Ino != second.Attr.Ino {
 		t.Errorf("the name's node changed from %d (inode %d) to %d (inode %d) with nothing renamed or forgotten", second.NodeId, second.Attr.Ino, third.NodeId, third.Attr.Ino)
 	}
+}
+
+// createSynced creates name in the root, writes data and fsyncs it (its
+// upload complete), and returns the node and the open handle.
+func (f *testFS) createSynced(name, data string) (fuse.InHeader, uint64) {
+	f.t.Helper()
+	var out fuse.CreateOut
+	root := fuse.InHeader{NodeId: rootIno}
+	if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_WRONLY, Mode: 0o644}, name, &out); s != fuse.OK {
+		f.t.Fatalf("create %s: %v", name, s)
+	}
+	in := fuse.InHeader{NodeId: out.NodeId}
+	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte(data)); s != fuse.OK {
+		f.t.Fatalf("write %s: %v", name, s)
+	}
+	if s := f.raw.Fsync(nil, &fuse.FsyncIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
+		f.t.Fatalf("fsync %s: %v", name, s)
+	}
+	return in, out.Fh
 }
