@@ -6,7 +6,8 @@
 // Identity: a directory node is its key prefix; a file node is one version
 // of one key (its inode number hashes key and version; a file written here
 // keeps its node's number through renames and after its upload, while the
-// node stands for the key, so a lookup finds the same inode: fileIno).
+// node stands for the key, so a lookup finds the same inode: fileIno, which
+// asks the node tracked for the key and the directory's child of the name).
 // When an object
 // changes in the bucket, the next lookup after the metadata TTL (or after
 // Refresh, which also invalidates the kernel's entry, and which the first
