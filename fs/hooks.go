@@ -95,7 +95,7 @@ func (n *fileNode) takesName(e meta.Entry) bool {
 		return false
 	case !n.entry.Local:
 		return n.entry.Version == e.Version
-	case n.peekWS().session() != nil || n.ptOpen > 0 || n.fsys.wb.Pending(key):
+	case n.peekWS().session() != nil || n.ptOpen > 0 || n.fsys.wb == nil || n.fsys.wb.Pending(key):
 		return false
 	}
 	n.entry, n.base = e, e.Version
