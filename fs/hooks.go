@@ -78,8 +78,9 @@ func (f *FS) fileIno(d *dirNode, name string, e meta.Entry) uint64 {
 
 // takesName reports whether n, the kernel's node of e's name, is e's
 // file: its entry is that version (a lookup made it from e, or its own
-// upload created e and it has taken it), or n was made from the local
-// entry of content whose upload has landed since. Such a node takes e
+// upload created e and it has taken it), or n, which wrote nothing, was
+// made from the local entry of content whose upload has landed since (the
+// kernel forgot the writer meanwhile). Such a node takes e
 // now, as refresh would at its next open (the name's entry), so that its
 // writes after the name goes stage the bytes it stood for; not while the
 // kernel reads a backing file for it (refresh decides about a shadow).
@@ -95,6 +96,10 @@ func (n *fileNode) takesName(e meta.Entry) bool {
 		return false
 	case !n.entry.Local:
 		return n.entry.Version == e.Version
+	case n.peekWS().ownJob() != nil:
+		// It wrote the file: is() says which version is its own; another
+		// one (another client's rewrite) is a new node, as ever.
+		return false
 	case n.peekWS().session() != nil || n.ptOpen > 0 || n.fsys.wb == nil || n.fsys.wb.Pending(key):
 		return false
 	}
