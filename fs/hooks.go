@@ -60,10 +60,13 @@ func (f *FS) fileIno(d *dirNode, name string, e meta.Entry) uint64 {
 	if ino := n.inoIf(e); ino != 0 {
 		return ino
 	}
-	if ch := d.GetChild(name); ch != nil {
+	ino := inoOf('f', key, e.Version)
+	// The kernel's node of the name: no lock of it when it is numbered
+	// from this version already (any node only read: the usual lookup).
+	if ch := d.GetChild(name); ch != nil && ch.StableAttr().Ino != ino {
 		if cn, ok := ch.Operations().(*fileNode); ok && cn != n {
-			if ino := cn.inoIf(e); ino != 0 {
-				return ino
+			if cino := cn.inoIf(e); cino != 0 {
+				return cino
 			}
 			if cn.takesName(e) {
 				// Made by a lookup after the kernel forgot the node that
@@ -73,7 +76,7 @@ func (f *FS) fileIno(d *dirNode, name string, e meta.Entry) uint64 {
 			}
 		}
 	}
-	return inoOf('f', key, e.Version)
+	return ino
 }
 
 // takesName reports whether n, the kernel's node of e's name, is e's

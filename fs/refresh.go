@@ -87,13 +87,7 @@ func (f *FS) hasLocalContent(key string) bool {
 	f.mu.Lock()
 	n := f.files[key]
 	f.mu.Unlock()
-	if n == nil {
-		return false
-	}
-	n.mu.Lock()
-	writing := n.peekWS().session() != nil
-	n.mu.Unlock()
-	return writing || f.wb.Pending(key)
+	return n != nil && f.hasLocal(n, key)
 }
 
 // versionRead is the version n's opens read: its own upload's once that

@@ -287,16 +287,22 @@ func (f *FS) localUnder(prefix string) []*fileNode {
 	var out []*fileNode
 	for _, n := range cands {
 		key := n.key.get()
-		n.mu.Lock()
-		writing := n.peekWS().session() != nil
-		n.mu.Unlock()
-		if writing || f.wb.Pending(key) {
+		if f.hasLocal(n, key) {
 			out = append(out, n)
 		} else {
 			f.untrack(key, n)
 		}
 	}
 	return out
+}
+
+// hasLocal reports whether n (key) has local content: a write session, or
+// an upload the writeback manager still holds.
+func (f *FS) hasLocal(n *fileNode, key string) bool {
+	n.mu.Lock()
+	writing := n.peekWS().session() != nil
+	n.mu.Unlock()
+	return writing || f.wb.Pending(key)
 }
 
 // rekeyTree updates the keys of the loaded nodes under a renamed
