@@ -368,6 +368,16 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 	if err != nil {
 		return toErrno(err)
 	}
+	// A name renamed onto itself stays as it is (rename(2)). The kernel
+	// leaves such a call to us when its two lookups found different
+	// dentries; taken as a move, the file would replace itself: its
+	// upload cancelled, its object deleted.
+	if nd == d && newName == name {
+		if flags&renameNoReplace != 0 {
+			return syscall.EEXIST
+		}
+		return 0
+	}
 	dst, derr := f.meta.Lookup(ctx, nd.key.get(), newName)
 	exists := derr == nil
 	if derr != nil && !errors.Is(derr, backend.ErrNotExist) {

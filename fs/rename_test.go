@@ -49,6 +49,13 @@ func TestRename(t *testing.T) {
 		{name: "directory onto an empty one", from: "d", to: "e", gone: []string{"d/x"}, want: map[string]string{"e/x": "X", "e/sub/y": "Y"}},
 		{name: "directory onto a full one", from: "d", to: "full", errno: syscall.ENOTEMPTY, want: map[string]string{"d/x": "X", "full/z": "Z"}},
 		{name: "directory into itself", from: "d", to: "d/sub/d", errno: syscall.EINVAL, want: map[string]string{"d/x": "X"}},
+		// rename(2) of a name onto itself does nothing and succeeds. The
+		// kernel asks the filesystem when its two lookups gave different
+		// dentries (one was revalidated away in between).
+		{name: "file onto itself", from: "a", to: "a", want: map[string]string{"a": "A"}},
+		{name: "directory onto itself", from: "d", to: "d", want: map[string]string{"d/x": "X", "d/sub/y": "Y"}},
+		{name: "noreplace onto itself", from: "a", to: "a", flags: renameNoReplace, errno: syscall.EEXIST, want: map[string]string{"a": "A"}},
+		{name: "empty directory onto itself", from: "e", to: "e", want: map[string]string{"e/": ""}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newTestFS(t, bucket)
