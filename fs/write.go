@@ -162,14 +162,16 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 		w.sessMu.Unlock()
 		return nil, nil
 	}
-	w.sess = nil
-	w.tids = nil // the next session's threads are asked again
 	if unlinked {
+		// Nothing goes up under a name that is gone, but the file lives
+		// on for its other descriptors, as on local disk: its bytes go
+		// with the last of them (discardIfGone).
 		n.mu.Unlock()
 		w.sessMu.Unlock()
-		st.Discard()
 		return nil, nil
 	}
+	w.sess = nil
+	w.tids = nil // the next session's threads are asked again
 	if werr != nil {
 		key := n.key.get()
 		n.abandonLocked(werr)
@@ -306,7 +308,11 @@ func (n *fileNode) release(h *fileHandle) {
 		}
 	}
 	if !h.writable {
+		gone := n.unlinked && w != nil
 		n.mu.Unlock()
+		if gone {
+			n.discardIfGone()
+		}
 		return
 	}
 	w.writers--
@@ -325,6 +331,7 @@ func (n *fileNode) release(h *fileHandle) {
 	n.mu.Unlock()
 	if lw != nil {
 		n.finishLive(lw)
+		n.discardIfGone()
 		return
 	}
 	// The last close of a written file: its held upload may start.
@@ -337,6 +344,29 @@ func (n *fileNode) release(h *fileHandle) {
 	case last:
 		wb.Unhold(n.key.get())
 	}
+	n.discardIfGone()
+}
+
+// discardIfGone throws away the write session of a file whose name is
+// gone once no descriptor holds the file any more: what it held was never
+// going to be uploaded, and nobody can read it again.
+func (n *fileNode) discardIfGone() {
+	w := n.peekWS()
+	if w == nil {
+		return
+	}
+	w.sessMu.Lock()
+	n.mu.Lock()
+	st := w.sess
+	if st == nil || !n.unlinked || n.usOpen > 0 || n.ptOpen > 0 {
+		n.mu.Unlock()
+		w.sessMu.Unlock()
+		return
+	}
+	w.sess, w.tids = nil, nil
+	n.mu.Unlock()
+	w.sessMu.Unlock()
+	st.Discard()
 }
 
 // abandonLocked drops a session in which a write failed: an object store

@@ -1,0 +1,83 @@
+package fs
+
+import (
+	"bytes"
+	"syscall"
+	"testing"
+
+	"github.com/hanwen/go-fuse/v2/fuse"
+)
+
+// TestAFileGoneKeepsItsBytesForItsOtherDescriptors: a file open twice
+// whose name is deleted or replaced lives on for its descriptors, as on
+// local disk: closing one of them must not throw away what the file
+// holds while the other still reads and writes it. The first close after
+// the name went discarded the staged bytes, and the other descriptor's
+// reads, writes and fsync failed with ESTALE (found by
+// TestRandomCallsMatchLocalDisk).
+func TestAFileGoneKeepsItsBytesForItsOtherDescriptors(t *testing.T) {
+	for _, how := range []string{"unlink", "rename over"} {
+		t.Run(how, func(t *testing.T) {
+			f := newTestFS(t, nil)
+			root := fuse.InHeader{NodeId: rootIno}
+			var out fuse.CreateOut
+			if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_RDWR, Mode: 0o644}, "f", &out); s != fuse.OK {
+				t.Fatalf("create: %v", s)
+			}
+			in := fuse.InHeader{NodeId: out.NodeId}
+			write := func(fh, off uint64, data string) {
+				t.Helper()
+				if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh, Offset: off}, []byte(data)); s != fuse.OK {
+					t.Fatalf("write: %v", s)
+				}
+			}
+			write(out.Fh, 0, "first ")
+			second := f.open(out.NodeId, syscall.O_RDWR)
+			write(second, 6, "second ")
+			switch how {
+			case "unlink":
+				if s := f.raw.Unlink(nil, &root, "f"); s != fuse.OK {
+					t.Fatalf("unlink: %v", s)
+				}
+			default:
+				in2, fh2 := f.createSynced("g", "new")
+				f.release(in2.NodeId, fh2)
+				if errno := f.rename("g", "f", 0); errno != 0 {
+					t.Fatalf("rename: %v", errno)
+				}
+			}
+			write(out.Fh, 13, "more")
+			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
+				t.Fatalf("flush of the first descriptor: %v", s)
+			}
+			f.release(out.NodeId, out.Fh)
+
+			if got, errno := f.read(out.NodeId, second, 0, 100); errno != 0 || string(got) != "first second more" {
+				t.Errorf("read through the other descriptor: %q, %v; want %q", got, errno, "first second more")
+			}
+			write(second, 17, "!")
+			if s := f.raw.Fsync(nil, &fuse.FsyncIn{InHeader: in, Fh: second}); s != fuse.OK {
+				t.Errorf("fsync through the other descriptor: %v", s)
+			}
+			if got, errno := f.read(out.NodeId, second, 0, 100); errno != 0 || string(got) != "first second more!" {
+				t.Errorf("read after its write: %q, %v", got, errno)
+			}
+			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: second}); s != fuse.OK {
+				t.Errorf("flush of the other descriptor: %v", s)
+			}
+			f.release(out.NodeId, second)
+			want := map[string]string{}
+			if how != "unlink" {
+				want["f"] = "new"
+			}
+			for _, k := range f.be.keys() {
+				if got, _ := f.be.get(k); want[k] != got || !bytes.Equal([]byte(got), []byte(want[k])) {
+					t.Errorf("the bucket holds %q = %q", k, got)
+				}
+			}
+			if len(f.be.keys()) != len(want) {
+				t.Errorf("the bucket holds %q, want %q", f.be.keys(), want)
+			}
+		})
+	}
+}
