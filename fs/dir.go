@@ -100,18 +100,24 @@ func (d *dirNode) child(ctx context.Context, e meta.Entry, lease time.Duration, 
 		f.dirAttr(&out.Attr)
 	} else {
 		key := meta.Join(d.key.get(), e.Name, false)
+		ino, known := f.fileNodeOf(d, e.Name, e)
+		attr = gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino}
 		node = newFileNode(f, key, e)
-		attr = gofs.StableAttr{Mode: syscall.S_IFREG, Ino: f.fileIno(d, e.Name, e)}
-		f.fileAttr(e, &out.Attr)
+		if known != nil && !known.Forgotten() {
+			// go-fuse keeps the node the kernel has under this number
+			// and drops the one made here: answer with what the kept one
+			// knows. A file being written is larger than e says; given
+			// e's size, the kernel would cut its own, and the next
+			// O_APPEND write would land there, over what was written.
+			known.attr(&out.Attr)
+		} else {
+			f.fileAttr(e, &out.Attr)
+		}
 	}
 	out.Ino = attr.Ino
 	out.SetEntryTimeout(f.entryTimeout(lease))
 	out.SetAttrTimeout(f.entryTimeout(lease))
-	ch := d.NewInode(ctx, node, attr)
-	if fn, ok := ch.Operations().(*fileNode); ok && !e.Dir { // an existing node knows better
-		fn.attr(&out.Attr)
-	}
-	return ch
+	return d.NewInode(ctx, node, attr)
 }
 
 func (d *dirNode) OpendirHandle(ctx context.Context, flags uint32) (gofs.FileHandle, uint32, syscall.Errno) {

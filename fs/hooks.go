@@ -53,30 +53,45 @@ func (f *FS) untrack(key string, n *fileNode) {
 // from the bucket's version after the kernel forgot the one that wrote
 // it (it got the writer's number while the writer was still tracked).
 func (f *FS) fileIno(d *dirNode, name string, e meta.Entry) uint64 {
+	ino, _ := f.fileNodeOf(d, name, e)
+	return ino
+}
+
+// fileNodeOf is fileIno, and also returns the node the kernel already has
+// under that number, if fileIno found one: a lookup answers with that
+// node's attributes (a file being written has grown past e's size), not
+// with those of the node it makes from e, which go-fuse drops for it.
+func (f *FS) fileNodeOf(d *dirNode, name string, e meta.Entry) (uint64, *fileNode) {
 	key := meta.Join(d.key.get(), name, false)
 	f.mu.Lock()
 	n := f.files[key]
 	f.mu.Unlock()
 	if ino := n.inoIf(e); ino != 0 {
-		return ino
+		return ino, n
 	}
 	ino := inoOf('f', key, e.Version)
+	ch := d.GetChild(name)
+	if ch == nil {
+		return ino, nil
+	}
+	cn, _ := ch.Operations().(*fileNode)
 	// The kernel's node of the name: no lock of it when it is numbered
 	// from this version already (any node only read: the usual lookup).
-	if ch := d.GetChild(name); ch != nil && ch.StableAttr().Ino != ino {
-		if cn, ok := ch.Operations().(*fileNode); ok && cn != n {
-			if cino := cn.inoIf(e); cino != 0 {
-				return cino
-			}
-			if cn.takesName(e) {
-				// Made by a lookup after the kernel forgot the node that
-				// wrote the file, while that one was tracked: it has that
-				// one's number, which the kernel now knows it by.
-				return ch.StableAttr().Ino
-			}
+	if ch.StableAttr().Ino == ino {
+		return ino, cn
+	}
+	if cn != nil && cn != n {
+		if cino := cn.inoIf(e); cino != 0 {
+			return cino, cn
+		}
+		if cn.takesName(e) {
+			// Made by a lookup after the kernel forgot the node that
+			// wrote the file, while that one was tracked: it has that
+			// one's number, which the kernel now knows it by.
+			return ch.StableAttr().Ino, cn
 		}
 	}
-	return ino
+	return ino, nil
 }
 
 // takesName reports whether n, the kernel's node of e's name, is e's
