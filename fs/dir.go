@@ -96,7 +96,7 @@ func (d *dirNode) child(ctx context.Context, e meta.Entry, lease time.Duration, 
 	if e.Dir {
 		key := meta.Join(d.key.get(), e.Name, true)
 		node = newDirNode(f, key)
-		attr = gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoOf('d', key, "")}
+		attr = gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: d.subdirIno(e.Name, key)}
 		f.dirAttr(&out.Attr)
 	} else {
 		key := meta.Join(d.key.get(), e.Name, false)
@@ -174,7 +174,7 @@ func (h *dirHandle) Readdirent(ctx context.Context) (*fuse.DirEntry, syscall.Err
 	de := &fuse.DirEntry{Name: e.Name, Mode: syscall.S_IFREG}
 	if e.Dir {
 		de.Mode = syscall.S_IFDIR
-		de.Ino = inoOf('d', meta.Join(h.d.key.get(), e.Name, true), "")
+		de.Ino = h.d.subdirIno(e.Name, meta.Join(h.d.key.get(), e.Name, true))
 	} else {
 		de.Ino = h.d.fsys.fileIno(h.d, e.Name, e)
 	}

@@ -99,6 +99,7 @@ type FS struct {
 	mu      sync.Mutex           // guards files, sweepAt
 	files   map[string]*fileNode // nodes written here, by key (renameDir moves those still local)
 	sweepAt int                  // size of files at which to forget nodes no longer local
+	inos    movedInos            // numbers renamed nodes hold (inos.go)
 
 	warmer *dirWarmer // nil unless DirPrefetch
 

@@ -69,7 +69,7 @@ func (f *FS) fileNodeOf(d *dirNode, name string, e meta.Entry) (uint64, *fileNod
 	if ino := n.inoIf(e); ino != 0 {
 		return ino, n
 	}
-	ino := inoOf('f', key, e.Version)
+	ino := f.inoFor('f', key, e.Version)
 	ch := d.GetChild(name)
 	if ch == nil {
 		return ino, nil

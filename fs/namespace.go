@@ -109,7 +109,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	f.fileAttr(e, &out.Attr)
 	out.SetEntryTimeout(f.timeout())
 	out.SetAttrTimeout(f.timeout())
-	ch := d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: inoOf('f', key, e.Version)})
+	ch := d.NewInode(ctx, n, gofs.StableAttr{Mode: syscall.S_IFREG, Ino: f.inoFor('f', key, e.Version)})
 	f.stats.Opens.Add(1)
 	return ch, h, 0, 0
 }
@@ -152,7 +152,7 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	f.dirAttr(&out.Attr)
 	out.SetEntryTimeout(f.timeout())
 	out.SetAttrTimeout(f.timeout())
-	return d.NewInode(ctx, newDirNode(f, key), gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: inoOf('d', key, "")}), 0
+	return d.NewInode(ctx, newDirNode(f, key), gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: f.inoFor('d', key, "")}), 0
 }
 
 func (d *dirNode) Unlink(ctx context.Context, name string) (errno syscall.Errno) {
@@ -411,11 +411,18 @@ func (d *dirNode) Rename(ctx context.Context, name string, newParent gofs.InodeE
 		f.wb.Cancel(nd.key.get() + newName)
 	}
 	var n *fileNode
-	if ch := d.GetChild(name); ch != nil {
+	ch := d.GetChild(name)
+	if ch != nil {
 		n, _ = ch.Operations().(*fileNode)
 	}
 	if n == nil {
 		n = newFileNode(f, d.key.get()+name, src)
 	}
-	return toErrno(f.moveFile(ctx, n, d.key.get(), name, nd.key.get(), newName))
+	if err := f.moveFile(ctx, n, d.key.get(), name, nd.key.get(), newName); err != nil {
+		return toErrno(err)
+	}
+	if ch != nil {
+		f.inos.moved(ch) // its number was derived from its old key
+	}
+	return 0
 }

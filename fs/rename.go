@@ -195,7 +195,7 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 	f.meta.InvalidatePrefix(oldPrefix)
 	f.meta.InvalidatePrefix(newPrefix)
 	if ch := d.GetChild(name); ch != nil {
-		rekeyTree(ch, oldPrefix, newPrefix, copied)
+		f.rekeyTree(ch, oldPrefix, newPrefix, copied)
 	}
 	return 0
 }
@@ -308,7 +308,7 @@ func (f *FS) hasLocal(n *fileNode, key string) bool {
 // rekeyTree updates the keys of the loaded nodes under a renamed
 // directory (go-fuse moves the inodes; the keys are ours), and the
 // versions of files copied in the bucket.
-func rekeyTree(in *gofs.Inode, oldPrefix, newPrefix string, copied map[string]backend.ObjectInfo) {
+func (f *FS) rekeyTree(in *gofs.Inode, oldPrefix, newPrefix string, copied map[string]backend.ObjectInfo) {
 	switch n := in.Operations().(type) {
 	case *dirNode:
 		if k := n.key.get(); strings.HasPrefix(k, oldPrefix) {
@@ -328,7 +328,8 @@ func rekeyTree(in *gofs.Inode, oldPrefix, newPrefix string, copied map[string]ba
 		}
 		n.mu.Unlock()
 	}
+	f.inos.moved(in) // its number was derived from its old key
 	for _, ch := range in.Children() {
-		rekeyTree(ch, oldPrefix, newPrefix, copied)
+		f.rekeyTree(ch, oldPrefix, newPrefix, copied)
 	}
 }
