@@ -88,6 +88,7 @@ func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir,
 		w.last, w.own = nil, nil
 	}
 	n.mu.Unlock()
+	f.untrack(oldKey, n) // remembered there until a sweep: no longer its key
 	f.meta.Remove(oldDir, oldName)
 	// The file it replaced may have been written here: its local entry
 	// would stand for the name over the bucket's.
@@ -278,19 +279,21 @@ func (f *FS) copyAll(ctx context.Context, cp backend.Copier, objs []backend.Obje
 func (f *FS) localUnder(prefix string) []*fileNode {
 	f.mu.Lock()
 	var cands []*fileNode
+	var keys []string
 	for k, n := range f.files {
 		if strings.HasPrefix(k, prefix) {
-			cands = append(cands, n)
+			cands, keys = append(cands, n), append(keys, k)
 		}
 	}
 	f.mu.Unlock()
 	var out []*fileNode
-	for _, n := range cands {
-		key := n.key.get()
-		if f.hasLocal(n, key) {
+	for i, n := range cands {
+		// A node's key is its own to change (a rename): one tracked
+		// under a key it no longer has is not under prefix for that.
+		if key := n.key.get(); key == keys[i] && f.hasLocal(n, key) {
 			out = append(out, n)
 		} else {
-			f.untrack(key, n)
+			f.untrack(keys[i], n)
 		}
 	}
 	return out

@@ -1,6 +1,8 @@
 package fs
 
 import (
+	"context"
+	"slices"
 	"syscall"
 	"testing"
 
@@ -104,5 +106,59 @@ func TestANameRenamedAwayIsANewInodeWhenItComesBack(t *testing.T) {
 	}
 	if got := lookup("q2"); got.NodeId != q3.NodeId || got.Ino != q3.Ino {
 		t.Errorf("renamed back: node %d inode %d, was node %d inode %d", got.NodeId, got.Ino, q3.NodeId, q3.Ino)
+	}
+}
+
+// TestADirectoryRenameMovesOnlyTheFilesUnderIt: the mount remembers the
+// files written here by key, and a file renamed once its upload was
+// complete (a server-side copy) stayed remembered under its old key. A
+// rename of the old key's directory then took it for one of its files and
+// moved it again: the file, still being written under its new name,
+// vanished from it and went up as "<dir's new name>/<its whole new key>"
+// (found by TestRandomCallsMatchLocalDisk).
+func TestADirectoryRenameMovesOnlyTheFilesUnderIt(t *testing.T) {
+	f := newTestFS(t, map[string]string{"a/keep": "K"})
+	a := f.dirIno("a")
+	var out fuse.CreateOut
+	if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: fuse.InHeader{NodeId: a}, Flags: syscall.O_WRONLY, Mode: 0o644}, "x", &out); s != fuse.OK {
+		t.Fatalf("create a/x: %v", s)
+	}
+	in := fuse.InHeader{NodeId: out.NodeId}
+	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte("first")); s != fuse.OK {
+		t.Fatal(s)
+	}
+	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
+		t.Fatalf("close of a/x: %v", s)
+	}
+	f.release(out.NodeId, out.Fh)
+	if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if errno := f.rename("a/x", "y", 0); errno != 0 {
+		t.Fatalf("rename a/x y: %v", errno)
+	}
+	fh := f.open(out.NodeId, syscall.O_WRONLY|syscall.O_TRUNC)
+	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh}, []byte("second")); s != fuse.OK {
+		t.Fatal(s)
+	}
+	if errno := f.rename("a", "b", 0); errno != 0 {
+		t.Fatalf("rename a b: %v", errno)
+	}
+	if e, errno := f.lookup("y"); errno != 0 || e.NodeId != out.NodeId {
+		t.Errorf("y after renaming a: node %d, %v; want node %d", e.NodeId, errno, out.NodeId)
+	}
+	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
+		t.Fatalf("close of y: %v", s)
+	}
+	f.release(out.NodeId, fh)
+	if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	want := []string{"b/keep", "y"}
+	if got := f.be.keys(); !slices.Equal(got, want) {
+		t.Errorf("the bucket holds %q, want %q", got, want)
+	}
+	if got, _ := f.be.get("y"); got != "second" {
+		t.Errorf("y holds %q, want %q", got, "second")
 	}
 }
