@@ -46,8 +46,14 @@ func (n *fileNode) syncLive(ctx context.Context, lw *liveWrite) error {
 	f := n.fsys
 	lw.mu.Lock()
 	n.mu.Lock()
-	current := w.live == lw
+	current, gone := w.live == lw, n.unlinked
 	n.mu.Unlock()
+	if gone {
+		// Its name went: nothing goes up (the key is another file's now),
+		// and what the kernel wrote is on the cache disk already.
+		lw.mu.Unlock()
+		return nil
+	}
 	if !current || lw.job != nil {
 		defer lw.mu.Unlock()
 		if !current {

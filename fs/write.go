@@ -281,6 +281,12 @@ func (n *fileNode) sync(ctx context.Context) error {
 	if err := n.commit(ctx); err != nil {
 		return err
 	}
+	n.mu.Lock()
+	gone := n.unlinked
+	n.mu.Unlock()
+	if gone {
+		return nil // nothing goes up: the key's uploads are another file's
+	}
 	key := n.key.get()
 	n.fsys.wb.Unhold(key)
 	return n.fsys.wb.WaitKey(ctx, key)

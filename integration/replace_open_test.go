@@ -199,3 +199,84 @@ func strataSync(t *testing.T, srv server, m *mount) {
 		t.Fatalf("strata sync: %v: %s", err, errOut)
 	}
 }
+
+// TestTwoDescriptorsOfAFileWhoseNameWent: a file open twice (two
+// processes, or dup'd by a shell) whose name is replaced or deleted lives
+// on for both descriptors until the last is closed, as on local disk.
+// Closing the first threw the staged bytes away, and the other's reads,
+// writes and fsync failed with ESTALE; with --upload async (the kernel
+// writing the staging file by passthrough) its fsync tried to upload the
+// gone file under the name, over the file that had taken it (found by
+// TestRandomCallsMatchLocalDisk).
+func TestTwoDescriptorsOfAFileWhoseNameWent(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	for _, mode := range []string{"sync", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			bucket := srv.newBucket(t)
+			m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", mode)
+			w := srv.writer(t, bucket)
+			for _, op := range []string{"replace", "delete"} {
+				target := filepath.Join(m.dir, op)
+				first, err := unix.Open(target, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+				if err != nil {
+					t.Fatal(err)
+				}
+				second, err := unix.Open(target, unix.O_RDWR|unix.O_CLOEXEC, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if _, err := unix.Pwrite(first, []byte("first "), 0); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := unix.Pwrite(second, []byte("second"), 6); err != nil {
+					t.Fatal(err)
+				}
+				if op == "replace" {
+					if err := os.WriteFile(target+".tmp", []byte("new!!"), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					if err := os.Rename(target+".tmp", target); err != nil {
+						t.Fatal(err)
+					}
+				} else if err := os.Remove(target); err != nil {
+					t.Fatal(err)
+				}
+				if err := unix.Close(first); err != nil {
+					t.Errorf("%s: closing the first descriptor: %v", op, err)
+				}
+				buf := make([]byte, 64)
+				if n, err := unix.Pread(second, buf, 0); err != nil || string(buf[:max(n, 0)]) != "first second" {
+					t.Errorf("%s: the other descriptor reads %q (%v), want %q", op, buf[:max(n, 0)], err, "first second")
+				}
+				if _, err := unix.Pwrite(second, []byte("!"), 12); err != nil {
+					t.Errorf("%s: writing through the other descriptor: %v", op, err)
+				}
+				if err := unix.Fsync(second); err != nil {
+					t.Errorf("%s: fsync of the other descriptor: %v", op, err)
+				}
+				if n, err := unix.Pread(second, buf, 0); err != nil || string(buf[:max(n, 0)]) != "first second!" {
+					t.Errorf("%s: after its write it reads %q (%v)", op, buf[:max(n, 0)], err)
+				}
+				if err := unix.Close(second); err != nil {
+					t.Errorf("%s: closing the other descriptor: %v", op, err)
+				}
+				strataSync(t, srv, m)
+				got, rerr := os.ReadFile(target)
+				sum, n, err := bucketSHA(t, w, op)
+				if op == "delete" {
+					if rerr == nil || err == nil {
+						t.Errorf("delete: the name reads %q (%v) through the mount and is %d bytes in the bucket (%v), want neither", got, rerr, n, err)
+					}
+					continue
+				}
+				if rerr != nil || string(got) != "new!!" {
+					t.Errorf("replace: the name reads %q (%v) through the mount, want %q", got, rerr, "new!!")
+				}
+				if err != nil || sum != sha([]byte("new!!")) {
+					t.Errorf("replace: the bucket's object is %d bytes (%v), not the file renamed over it", n, err)
+				}
+			}
+		})
+	}
+}
