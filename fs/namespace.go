@@ -218,6 +218,9 @@ func (n *fileNode) markUnlinked() {
 	}
 	n.mu.Lock()
 	n.unlinked = true
+	if w := n.peekWS(); w.session() != nil {
+		w.sess.Orphan() // its writers go on; the name is another file's
+	}
 	if w := n.peekWS(); c != nil && w.session() == nil && n.entry.Local && (w == nil || w.orphan == nil) {
 		n.ws().orphan, c = c, nil // committed content: keep it (a node only read has none)
 		time.AfterFunc(cache.ReplacedGrace, n.dropOrphan)

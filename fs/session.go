@@ -189,6 +189,9 @@ func (n *fileNode) installSessionLocked(st *writeback.Staging, trunc, pending bo
 		n.startShadowLocked() // the readers' backing file no longer holds the content
 	}
 	w.sess, w.pre = st, n.entry
+	if n.unlinked {
+		st.Orphan() // written after its name went: for its descriptors only
+	}
 	if trunc {
 		n.unfollowLocked()
 		n.entry.Size, n.entry.MTime = 0, time.Now().UnixNano()

@@ -2,6 +2,7 @@ package fs
 
 import (
 	"bytes"
+	"context"
 	"syscall"
 	"testing"
 
@@ -79,5 +80,56 @@ func TestAFileGoneKeepsItsBytesForItsOtherDescriptors(t *testing.T) {
 				t.Errorf("the bucket holds %q, want %q", f.be.keys(), want)
 			}
 		})
+	}
+}
+
+// TestAFileGoneDoesNotHoldItsNameAsWritten: a file whose name went but
+// which a descriptor still holds goes on taking writes; its session must
+// not count as the name being written. It did: once the file that took
+// the name was uploaded, the name still showed a local entry, and that
+// file's next truncation or write staged from the bucket with a local
+// version, failing with ESTALE (found by TestRandomCallsMatchLocalDisk).
+func TestAFileGoneDoesNotHoldItsNameAsWritten(t *testing.T) {
+	f := newTestFS(t, nil)
+	root := fuse.InHeader{NodeId: rootIno}
+	create := func(name, data string) (fuse.InHeader, uint64) {
+		t.Helper()
+		var out fuse.CreateOut
+		if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_RDWR, Mode: 0o644}, name, &out); s != fuse.OK {
+			t.Fatalf("create %s: %v", name, s)
+		}
+		in := fuse.InHeader{NodeId: out.NodeId}
+		if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte(data)); s != fuse.OK {
+			t.Fatal(s)
+		}
+		return in, out.Fh
+	}
+	oldIn, oldFh := create("f", "old")
+	newIn, newFh := create("g", "new")
+	if errno := f.rename("g", "f", 0); errno != 0 {
+		t.Fatalf("rename g f: %v", errno)
+	}
+	if s := f.raw.Fsync(nil, &fuse.FsyncIn{InHeader: newIn, Fh: newFh}); s != fuse.OK {
+		t.Fatalf("fsync of the file that took the name: %v", s)
+	}
+	in := &fuse.SetAttrIn{SetAttrInCommon: fuse.SetAttrInCommon{InHeader: newIn, Valid: fuse.FATTR_SIZE | fuse.FATTR_FH, Fh: newFh, Size: 2}}
+	var out fuse.AttrOut
+	if s := f.raw.SetAttr(nil, in, &out); s != fuse.OK {
+		t.Errorf("ftruncate of the file that took the name: %v", s)
+	}
+	for _, h := range []struct {
+		in fuse.InHeader
+		fh uint64
+	}{{newIn, newFh}, {oldIn, oldFh}} {
+		if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: h.in, Fh: h.fh}); s != fuse.OK {
+			t.Errorf("close: %v", s)
+		}
+		f.release(h.in.NodeId, h.fh)
+	}
+	if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.be.get("f"); got != "ne" {
+		t.Errorf("f holds %q, want %q (bucket %q)", got, "ne", f.be.keys())
 	}
 }

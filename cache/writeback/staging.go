@@ -252,6 +252,17 @@ func (s *Staging) Sync() error {
 	return nil
 }
 
+// Orphan says the session no longer stands for its key: the file's name
+// went (an unlink, a rename over it) while descriptors still hold it. It
+// goes on taking their writes until Discard, but sends nothing (what was
+// sent of it while written is aborted) and no longer counts as the key
+// being written: the file that took the name shows as the bucket's once
+// its own upload lands.
+func (s *Staging) Orphan() {
+	s.eager.abortAsync()
+	s.untrack()
+}
+
 // Discard deletes the staging file and returns its space.
 func (s *Staging) Discard() {
 	s.eager.abortAsync()
