@@ -39,6 +39,11 @@ type dirState struct {
 	// touched this directory; guarded by mu. A prefetched listing that
 	// started before it may miss the edit and is not installed.
 	mutatedAt int64
+	// edits are the local edits made while a load was in flight; guarded
+	// by mu. The load that ends applies those made after it started: its
+	// pages may have been listed before them (a file whose upload landed
+	// meanwhile would be missing until the TTL ran out).
+	edits []dirEdit
 
 	// resume is where a failed load stopped (resume.go); guarded by mu.
 	resume *resumePoint
@@ -48,6 +53,13 @@ type dirState struct {
 	// starts none (a directory listed again and again, its subtrees never
 	// walked, has them listed once, not at every expiry).
 	unwalked atomic.Bool
+}
+
+// dirEdit is one local edit of a directory: name set to *e, or removed.
+type dirEdit struct {
+	name string
+	e    *Entry
+	at   int64
 }
 
 // listing is one generation of a directory's contents. While loading it
@@ -294,6 +306,9 @@ func (c *Cache) load(ds *dirState, l *listing) {
 		if ds.loading == l {
 			ds.loading = nil
 		}
+		if ds.loading == nil {
+			ds.edits = nil
+		}
 		if keep {
 			ds.resume = rp
 		}
@@ -315,10 +330,19 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	if ds.loading == l {
 		ds.loading = nil
 	}
+	cur := l
+	for _, ed := range ds.edits {
+		if ed.at >= rp.started {
+			cur = cur.with(ed.name, ed.e)
+		}
+	}
+	if ds.loading == nil {
+		ds.edits = nil
+	}
 	old := ds.cur
 	newer := old == nil || old.fetchedAt <= fetched
 	if newer {
-		ds.cur = l
+		ds.cur = cur
 	}
 	ds.mu.Unlock()
 	if !newer {

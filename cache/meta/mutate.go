@@ -100,6 +100,9 @@ func (c *Cache) mutate(dir, name string, e *Entry) {
 	ds.mu.Lock()
 	old := ds.cur
 	ds.mutatedAt = now
+	if ds.loading != nil { // applied by the load as it ends (dirState.edits)
+		ds.edits = append(ds.edits, dirEdit{name: name, e: e, at: now})
+	}
 	var next *listing
 	if old != nil && !old.indexed {
 		next = old.with(name, e)
@@ -110,9 +113,7 @@ func (c *Cache) mutate(dir, name string, e *Entry) {
 		c.replaced(ds, old, next)
 	}
 	if old == nil {
-		// Known gap: a first load of dir still in flight does not get this
-		// edit; the listing shows the bucket as listed until its TTL.
-		return
+		return // a first load in flight persists the edit with its listing
 	}
 	// In order with a load persisting the listing this edits (see load).
 	ds.persistMu.Lock()
