@@ -36,10 +36,22 @@ func TestAnEditDuringALoadIsKept(t *testing.T) {
 		be.del("c")
 		c.Remove("", "c")
 		close(be.gate)
+		if err := r.l.wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		streamed := []string{"b"}
 		for {
-			if _, ok, err := r.Next(ctx); err != nil || !ok {
+			e, ok, err := r.Next(ctx)
+			if err != nil || !ok {
 				break
 			}
+			streamed = append(streamed, e.Name)
+		}
+		// The readdir that was under way when the edits were made: it
+		// shows them too (the file's local entry went when its upload
+		// landed, so nothing else would show it).
+		if !slices.Contains(streamed, "a") || slices.Contains(streamed, "c") {
+			t.Errorf("reload %v: the readdir under way lists %q, want a and no c", reload, streamed)
 		}
 		waitCurrent(t, c, "")
 		if got := readAll(t, c, ""); !slices.Contains(got, "a") || slices.Contains(got, "c") {

@@ -77,6 +77,11 @@ type listing struct {
 	started int64
 	changed chan struct{} // closed (and replaced) when entries or done change
 
+	// edited is the listing made current in its place, with the local
+	// edits made while it loaded (dirState.edits); set before it is done.
+	// Its readers show those edits too.
+	edited *listing
+
 	indexed   bool        // entries live in the index only
 	count     int64       // entries, for indexed listings
 	persisted atomic.Bool // its entries are in the index
@@ -114,6 +119,23 @@ func (l *listing) finish(err error, fetchedAt int64) {
 	close(l.changed)
 	l.changed = make(chan struct{})
 	l.mu.Unlock()
+}
+
+// addedWhileLoading returns the entries the local edits made during l's
+// load added, which l's own pages may not show.
+func (l *listing) addedWhileLoading() []Entry {
+	l.mu.Lock()
+	ed := l.edited
+	var out []Entry
+	if ed != nil {
+		for _, e := range ed.entries { // immutable: it never changes once made
+			if _, ok := l.byName[e.Name]; !ok {
+				out = append(out, e)
+			}
+		}
+	}
+	l.mu.Unlock()
+	return out
 }
 
 // find looks name up in an in-memory listing (complete or partial).
@@ -324,7 +346,6 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	// so that a walk going on from here finds them queued (splitwait.go).
 	// The entries are complete: they no longer change.
 	c.prefetch(ds.dir, l.entries)
-	l.finish(nil, fetched) // readers have it all now
 
 	ds.mu.Lock()
 	if ds.loading == l {
@@ -339,12 +360,19 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	if ds.loading == nil {
 		ds.edits = nil
 	}
+	if cur != l { // not shared yet
+		cur.fetchedAt = fetched
+		l.mu.Lock()
+		l.edited = cur
+		l.mu.Unlock()
+	}
 	old := ds.cur
 	newer := old == nil || old.fetchedAt <= fetched
 	if newer {
 		ds.cur = cur
 	}
 	ds.mu.Unlock()
+	l.finish(nil, fetched) // readers have it all now
 	if !newer {
 		return
 	}

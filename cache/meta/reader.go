@@ -3,6 +3,7 @@ package meta
 import (
 	"context"
 	"errors"
+	"slices"
 	"time"
 
 	"github.com/stratafs/strata/backend"
@@ -74,6 +75,12 @@ func (r *Reader) Next(ctx context.Context) (e Entry, ok bool, err error) {
 						r.locals = append(r.locals, le)
 					}
 				}
+				// And what was added while the listing loaded.
+				for _, ae := range r.l.addedWhileLoading() {
+					if !slices.ContainsFunc(r.locals, func(le Entry) bool { return le.Name == ae.Name }) {
+						r.locals = append(r.locals, ae)
+					}
+				}
 			}
 			if len(r.locals) > 0 {
 				e, ok = r.locals[0], true
@@ -100,7 +107,15 @@ func (r *Reader) nextMem(ctx context.Context) (Entry, bool, error) {
 		if r.pos < len(l.entries) {
 			e := l.entries[r.pos]
 			r.pos++
+			removed := false
+			if ed := l.edited; ed != nil {
+				_, kept := ed.byName[e.Name] // immutable once made
+				removed = !kept
+			}
 			l.mu.Unlock()
+			if removed {
+				continue // removed while it loaded
+			}
 			return e, true, nil
 		}
 		if l.done {
