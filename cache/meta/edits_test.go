@@ -65,3 +65,38 @@ func TestAnEditDuringALoadIsKept(t *testing.T) {
 		}
 	}
 }
+
+// TestAReaddirShowsAFileWhoseUploadLandsAsItReads: a file written here is
+// shown from its local entry until its upload lands; then the bucket's
+// entry goes into the listing (Upsert) and the local entry goes. A readdir
+// opened just before the upsert streams the listing as it was, and it
+// looked for local entries only at the end of it, after they were gone:
+// the file was in neither (found by TestRandomCallsMatchLocalDisk: `ls`
+// straight after a close, in --upload sync, missing the file just closed).
+func TestAReaddirShowsAFileWhoseUploadLandsAsItReads(t *testing.T) {
+	be := newFake(100, "a", "b")
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	ctx := context.Background()
+	readAll(t, c, "")
+	waitCurrent(t, c, "")
+	c.SetLocal("", Entry{Name: "new", Size: 3, Version: "local:1", Local: true})
+	r := c.OpenDir(ctx, "")
+	// The upload lands: the bucket's entry, then the local one goes.
+	be.put("new", 3, "v1")
+	c.Upsert("", Entry{Name: "new", Size: 3, Version: "v1"})
+	c.ClearLocal("", "new")
+	var got []string
+	for {
+		e, ok, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, e.Name)
+	}
+	if !slices.Equal(got, []string{"a", "b", "new"}) {
+		t.Errorf("the readdir lists %q, want [a b new]", got)
+	}
+}

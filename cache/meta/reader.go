@@ -26,6 +26,11 @@ type Reader struct {
 	eof   bool
 
 	locals []Entry // local entries not in the listing, emitted after it (nil: not computed)
+	// localsAt: the directory's local entries when the stream started.
+	// Taken with the listing, not at its end: a file whose upload lands
+	// meanwhile goes into a newer listing and out of the local entries,
+	// and would be in neither this stream's.
+	localsAt []Entry
 }
 
 // OpenDir starts reading directory dir: from a fresh cached listing, or
@@ -33,7 +38,7 @@ type Reader struct {
 func (c *Cache) OpenDir(ctx context.Context, dir string) *Reader {
 	ds := c.dir(dir)
 	c.noteWalked(dir)
-	r := &Reader{c: c, ds: ds}
+	r := &Reader{c: c, ds: ds, localsAt: c.localEntries(dir)}
 	if cur := ds.current(c); cur != nil && c.fresh(cur.fetchedAt) {
 		r.l = cur
 		return r
@@ -50,6 +55,7 @@ func (c *Cache) OpenDir(ctx context.Context, dir string) *Reader {
 // Rewind starts the stream over (rewinddir), on the same listing.
 func (r *Reader) Rewind() {
 	r.pos, r.after, r.buf, r.eof, r.seen, r.locals = 0, "", nil, false, nil, nil
+	r.localsAt = r.c.localEntries(r.ds.dir)
 }
 
 // Next returns the next entry, or ok false at the end.
@@ -70,7 +76,7 @@ func (r *Reader) Next(ctx context.Context) (e Entry, ok bool, err error) {
 			// After the listing: files written here that it does not show.
 			if r.locals == nil {
 				r.locals = []Entry{}
-				for _, le := range r.c.localEntries(r.ds.dir) {
+				for _, le := range r.localsAt {
 					if _, inListing := r.inListing(le.Name); !inListing {
 						r.locals = append(r.locals, le)
 					}
