@@ -8,6 +8,11 @@
 // keeps its node's number through renames and after its upload, while the
 // node stands for the key, so a lookup finds the same inode: fileIno, which
 // asks the node tracked for the key and the directory's child of the name).
+// A renamed node keeps its number, so a new node at its old key (and, for
+// a file, version) gets another one while the kernel holds the renamed
+// node (inos.go), and a lookup answers with the attributes of the node the
+// kernel has under the number, which go-fuse keeps in place of the one a
+// lookup makes (a file being written is larger than its entry says).
 // When an object
 // changes in the bucket, the next lookup after the metadata TTL (or after
 // Refresh, which also invalidates the kernel's entry, and which the first
@@ -80,6 +85,7 @@
 //	with a node's sessMu held in moveLocal, and with its mu held in
 //	trackLocal)
 //	reusedBacking.mu: a leaf, held across no syscall
+//	movedInos.mu: a leaf (a renamed inode's Forgotten is asked outside it)
 //	fileHandle.swapMu -> fileNode.mu (standsFor, acquireCurrent's refresh)
 //
 // fileHandle.swapMu is the one lock held across I/O on the read side: shared
@@ -104,5 +110,8 @@
 // under Manager.mu. A new session is staged (a copy of the pending
 // content, or a bucket fetch) with no lock held, then installed. A
 // commit's journal append and fsync, uploads and every bucket call run
-// with no fs lock.
+// with no fs lock. A file whose name went (markUnlinked) keeps its session
+// for its descriptors, orphaned (Staging.Orphan, under fileNode.mu: the
+// name is no longer being written as far as the manager knows), until the
+// last of them is released (discardIfGone).
 package fs

@@ -8,7 +8,10 @@
 // retry (backing off, with a probe that ends the backoff once the backend
 // answers: retry.go). Once uploaded, the staged file becomes the cached
 // copy of the new version (cache.Store.Adopt), so reading a checkpoint
-// back costs no GET.
+// back costs no GET. An open session counts as its key being written (the
+// end of an upload leaves a key being written shown as local) until it is
+// committed, discarded or orphaned (Staging.Orphan: the file's name went
+// while descriptors still write it).
 //
 // Uploads of one key run in the order they were committed, and a newer
 // commit supersedes an older one not yet uploaded (last close wins). A
