@@ -103,12 +103,14 @@ func (d *dirNode) child(ctx context.Context, e meta.Entry, lease time.Duration, 
 		ino, known := f.fileNodeOf(d, e.Name, e)
 		attr = gofs.StableAttr{Mode: syscall.S_IFREG, Ino: ino}
 		node = newFileNode(f, key, e)
-		if known != nil && !known.Forgotten() {
+		if known != nil {
 			// go-fuse keeps the node the kernel has under this number
 			// and drops the one made here: answer with what the kept one
-			// knows. A file being written is larger than e says; given
-			// e's size, the kernel would cut its own, and the next
-			// O_APPEND write would land there, over what was written.
+			// knows (a node the kernel forgot, still tracked for its
+			// pending upload, knows the file as well). A file being
+			// written is larger than e says; given e's size, the kernel
+			// would cut its own, and the next O_APPEND write would land
+			// there, over what was written.
 			known.attr(&out.Attr)
 		} else {
 			f.fileAttr(e, &out.Attr)

@@ -85,7 +85,7 @@
 //	with a node's sessMu held in moveLocal, and with its mu held in
 //	trackLocal)
 //	reusedBacking.mu: a leaf, held across no syscall
-//	movedInos.mu: a leaf (a renamed inode's Forgotten is asked outside it)
+//	movedInos.mu: a leaf
 //	fileHandle.swapMu -> fileNode.mu (standsFor, acquireCurrent's refresh)
 //
 // fileHandle.swapMu is the one lock held across I/O on the read side: shared

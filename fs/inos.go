@@ -16,9 +16,8 @@ import (
 // listed in the old one's place; `du`, `tar` and `find` seeing hard-linked
 // directories). inoFor gives such a node another number.
 type movedInos struct {
-	mu      sync.Mutex
-	byIno   map[uint64]*gofs.Inode // the renamed node holding each number
-	sweepAt int                    // size at which forgotten nodes are dropped
+	mu    sync.Mutex
+	byIno map[uint64]*gofs.Inode // the renamed node holding each number
 }
 
 // moved records that in, known to the kernel, no longer stands at the key
@@ -30,54 +29,28 @@ func (m *movedInos) moved(in *gofs.Inode) {
 	}
 	m.mu.Lock()
 	if m.byIno == nil {
-		m.byIno, m.sweepAt = map[uint64]*gofs.Inode{}, 1024
+		m.byIno = map[uint64]*gofs.Inode{}
 	}
 	m.byIno[ino] = in
-	var all []uint64
-	if len(m.byIno) > m.sweepAt {
-		all = make([]uint64, 0, len(m.byIno))
-		for ino := range m.byIno {
-			all = append(all, ino)
-		}
-	}
 	m.mu.Unlock()
-	if all != nil {
-		// Forgotten() takes the inode's lock: not under m.mu.
-		for _, ino := range all {
-			m.forgetIfGone(ino)
-		}
-		m.mu.Lock()
-		m.sweepAt = max(1024, 2*len(m.byIno))
-		m.mu.Unlock()
-	}
 }
 
-// taken reports whether a live renamed node holds ino.
-func (m *movedInos) taken(ino uint64) bool {
-	m.mu.Lock()
-	in := m.byIno[ino]
-	m.mu.Unlock()
-	return in != nil && !m.forgetIfGone(ino)
-}
-
-// forgetIfGone drops ino if the kernel has forgotten its node, and says
-// whether it did.
-func (m *movedInos) forgetIfGone(ino uint64) bool {
-	m.mu.Lock()
-	in := m.byIno[ino]
-	m.mu.Unlock()
-	if in == nil {
-		return true
-	}
-	if !in.Forgotten() {
-		return false
-	}
+// forget drops in's number once the kernel has forgotten it (OnForget):
+// a new node may have it again.
+func (m *movedInos) forget(in *gofs.Inode) {
+	ino := in.StableAttr().Ino
 	m.mu.Lock()
 	if m.byIno[ino] == in {
 		delete(m.byIno, ino)
 	}
 	m.mu.Unlock()
-	return true
+}
+
+// taken reports whether a renamed node the kernel holds has ino.
+func (m *movedInos) taken(ino uint64) bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.byIno[ino] != nil
 }
 
 // inoFor is the inode number of a new node for key (and version): the
@@ -89,6 +62,18 @@ func (f *FS) inoFor(kind byte, key, version string) uint64 {
 	}
 	return ino
 }
+
+var (
+	_ gofs.NodeOnForgetter = (*fileNode)(nil)
+	_ gofs.NodeOnForgetter = (*dirNode)(nil)
+)
+
+// OnForget: the kernel has forgotten the node (go-fuse calls it for no
+// other reason here: the tree is never changed with RmChild or AddChild).
+func (n *fileNode) OnForget() { n.fsys.inos.forget(n.EmbeddedInode()) }
+
+// OnForget: as fileNode's.
+func (d *dirNode) OnForget() { d.fsys.inos.forget(d.EmbeddedInode()) }
 
 // subdirIno is the inode number of d's subdirectory name: the kernel's
 // node of it if that is this directory (one renamed here keeps the number

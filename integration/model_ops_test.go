@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -128,17 +129,18 @@ func filesOnly(s map[string]string) map[string]string {
 // listing loaded.
 func TestRandomCallsMatchLocalDisk(t *testing.T) {
 	requireFUSE(t)
-	seeds, steps := 6, 500
-	if s := os.Getenv("STRATA_MODEL_SEEDS"); s != "" {
-		fmt.Sscan(s, &seeds)
+	knob := func(name string, def uint64) uint64 {
+		s := os.Getenv(name)
+		if s == "" {
+			return def
+		}
+		v, err := strconv.ParseUint(s, 10, 64)
+		if err != nil {
+			t.Fatalf("%s=%q: %v", name, s, err)
+		}
+		return v
 	}
-	if s := os.Getenv("STRATA_MODEL_STEPS"); s != "" {
-		fmt.Sscan(s, &steps)
-	}
-	base := uint64(1)
-	if s := os.Getenv("STRATA_MODEL_SEED"); s != "" {
-		fmt.Sscan(s, &base)
-	}
+	seeds, steps, base := knob("STRATA_MODEL_SEEDS", 6), int(knob("STRATA_MODEL_STEPS", 500)), knob("STRATA_MODEL_SEED", 1)
 	srv := startMinIO(t)
 	modes := []string{"sync", "async"}
 	if s := os.Getenv("STRATA_MODEL_MODES"); s != "" {
@@ -149,7 +151,7 @@ func TestRandomCallsMatchLocalDisk(t *testing.T) {
 			bucket := srv.newBucket(t)
 			w := srv.writer(t, bucket)
 			m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", mode)
-			for seed := base; seed < base+uint64(seeds); seed++ {
+			for seed := base; seed < base+seeds; seed++ {
 				name := fmt.Sprintf("seed%d", seed)
 				local := filepath.Join(t.TempDir(), name)
 				mnt := filepath.Join(m.dir, name)
