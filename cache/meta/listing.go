@@ -346,6 +346,12 @@ func (c *Cache) load(ds *dirState, l *listing) {
 	// so that a walk going on from here finds them queued (splitwait.go).
 	// The entries are complete: they no longer change.
 	c.prefetch(ds.dir, l.entries)
+	// Its age before it can become current (readers of ds.cur read it
+	// under ds.mu alone); it is marked done only after, once the edits
+	// made meanwhile are in l.edited for its readers.
+	l.mu.Lock()
+	l.fetchedAt = fetched
+	l.mu.Unlock()
 
 	ds.mu.Lock()
 	if ds.loading == l {
