@@ -138,6 +138,17 @@ func (l *listing) addedWhileLoading() []Entry {
 	return out
 }
 
+// markDone ends a load whose age was set before it could become current:
+// fetchedAt is not written again (it is read under the directory's lock
+// alone once the listing is current).
+func (l *listing) markDone() {
+	l.mu.Lock()
+	l.done = true
+	close(l.changed)
+	l.changed = make(chan struct{})
+	l.mu.Unlock()
+}
+
 // find looks name up in an in-memory listing (complete or partial).
 func (l *listing) find(name string) (Entry, bool) {
 	l.mu.Lock()
@@ -378,7 +389,7 @@ func (c *Cache) load(ds *dirState, l *listing) {
 		ds.cur = cur
 	}
 	ds.mu.Unlock()
-	l.finish(nil, fetched) // readers have it all now
+	l.markDone() // readers have it all now
 	if !newer {
 		return
 	}
