@@ -68,6 +68,7 @@ func (f *FS) cannotExist(name string) bool {
 }
 
 func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode uint32, out *fuse.EntryOut) (_ *gofs.Inode, _ gofs.FileHandle, _ uint32, errno syscall.Errno) {
+	ctx = uninterrupted(ctx) // as Mkdir: its lookup of the name must not fail with EINTR
 	f := d.fsys
 	defer func(start time.Time) { f.observe("create", start, errno) }(time.Now())
 	if f.wb == nil {
@@ -115,6 +116,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 }
 
 func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse.EntryOut) (_ *gofs.Inode, errno syscall.Errno) {
+	ctx = uninterrupted(ctx) // a signal the caller handles must not make its marker fail (EINTR)
 	f := d.fsys
 	defer func(start time.Time) { f.observe("mkdir", start, errno) }(time.Now())
 	if f.wb == nil {
