@@ -3,6 +3,7 @@ package fs
 import (
 	"strconv"
 	"sync"
+	"sync/atomic"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 )
@@ -16,6 +17,10 @@ import (
 // listed in the old one's place; `du`, `tar` and `find` seeing hard-linked
 // directories). inoFor gives such a node another number.
 type movedInos struct {
+	// held is len(byIno), read without mu: lookups and forgets, per
+	// request, take no lock while no renamed node is held (the usual
+	// read-only mount).
+	held  atomic.Int64
 	mu    sync.Mutex
 	byIno map[uint64]*gofs.Inode // the renamed node holding each number
 }
@@ -32,22 +37,30 @@ func (m *movedInos) moved(in *gofs.Inode) {
 		m.byIno = map[uint64]*gofs.Inode{}
 	}
 	m.byIno[ino] = in
+	m.held.Store(int64(len(m.byIno)))
 	m.mu.Unlock()
 }
 
 // forget drops in's number once the kernel has forgotten it (OnForget):
 // a new node may have it again.
 func (m *movedInos) forget(in *gofs.Inode) {
+	if m.held.Load() == 0 {
+		return
+	}
 	ino := in.StableAttr().Ino
 	m.mu.Lock()
 	if m.byIno[ino] == in {
 		delete(m.byIno, ino)
+		m.held.Store(int64(len(m.byIno)))
 	}
 	m.mu.Unlock()
 }
 
 // taken reports whether a renamed node the kernel holds has ino.
 func (m *movedInos) taken(ino uint64) bool {
+	if m.held.Load() == 0 {
+		return false
+	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.byIno[ino] != nil
