@@ -206,6 +206,13 @@ func newTestFSWith(t *testing.T, objs map[string]string, mod func(*Options)) *te
 // changed by metaMod as well (a test clock, a TTL).
 func newTestFSMeta(t *testing.T, objs map[string]string, mod func(*Options), metaMod func(*meta.Options)) *testFS {
 	t.Helper()
+	return newTestFSWriteback(t, objs, mod, metaMod, writeback.DefaultOptions())
+}
+
+// newTestFSWriteback is newTestFSMeta with the write path's options given
+// (an upload mode, a delay).
+func newTestFSWriteback(t *testing.T, objs map[string]string, mod func(*Options), metaMod func(*meta.Options), wo writeback.Options) *testFS {
+	t.Helper()
 	be := newMemBackend(objs)
 	eng, err := uring.New(uring.KindPread, uring.DefaultOptions())
 	if err != nil {
@@ -231,7 +238,7 @@ func newTestFSMeta(t *testing.T, objs map[string]string, mod func(*Options), met
 		mod(&opts)
 	}
 	fsys := New(be.String(), "", mc, store, fetch, opts)
-	wb, err := writeback.New(store, be, writeback.DefaultOptions(), mc)
+	wb, err := writeback.New(store, be, wo, mc)
 	if err != nil {
 		t.Fatal(err)
 	}

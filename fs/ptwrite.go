@@ -344,7 +344,7 @@ func (n *fileNode) finishLive(lw *liveWrite) {
 		if _, err := n.commitSession(ctx, lw); err != nil && !errors.Is(err, errDiskNearlyFull) {
 			f.log.Warn("fs: committing a file written by passthrough", "key", key, "err", err)
 		}
-		f.wb.Unhold(n.key.get())
+		n.unholdName()
 		return
 	}
 	n.mu.Lock()
@@ -357,7 +357,7 @@ func (n *fileNode) finishLive(lw *liveWrite) {
 		// Journal what a write after the last close changed (a mapping's
 		// stores); normally the last close did and this is an fstat.
 		if werr = f.wb.Restage(ctx, lw.job); werr == nil {
-			f.wb.Unhold(key)
+			n.unholdName()
 			return
 		}
 	}

@@ -86,7 +86,7 @@ func (n *fileNode) truncate(ctx context.Context, size int64, o owner) error {
 	}
 	if writers == 0 { // a path truncate: nobody else will close the file
 		err := n.commit(ctx)
-		n.fsys.wb.Unhold(n.key.get())
+		n.unholdName()
 		return err
 	}
 	return nil

@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
+
+	"github.com/stratafs/strata/cache/writeback"
 )
 
 // TestAFileGoneKeepsItsBytesForItsOtherDescriptors: a file open twice
@@ -131,5 +133,87 @@ func TestAFileGoneDoesNotHoldItsNameAsWritten(t *testing.T) {
 	}
 	if got, _ := f.be.get("f"); got != "ne" {
 		t.Errorf("f holds %q, want %q (bucket %q)", got, "ne", f.be.keys())
+	}
+}
+
+// TestTheLastCloseOfAGoneFileLetsGoNothingOfItsName: in --upload async a
+// close of one descriptor of a file still open elsewhere journals it but
+// holds its upload for the file's last close, so that a writer that
+// forked, or a program that closes a dup, publishes nothing half written.
+// The last close of another file, one whose name was deleted or renamed
+// over, let the held upload of the file now at the name start: the bucket
+// got that file as it stood at the first close, while it was still being
+// written.
+func TestTheLastCloseOfAGoneFileLetsGoNothingOfItsName(t *testing.T) {
+	for _, how := range []string{"unlink", "rename over"} {
+		t.Run(how, func(t *testing.T) {
+			wo := writeback.DefaultOptions()
+			wo.Mode = writeback.Async
+			f := newTestFSWriteback(t, nil, nil, nil, wo)
+			root := fuse.InHeader{NodeId: rootIno}
+			create := func(name, data string) (fuse.InHeader, uint64) {
+				t.Helper()
+				var out fuse.CreateOut
+				if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_RDWR, Mode: 0o644}, name, &out); s != fuse.OK {
+					t.Fatalf("create %s: %v", name, s)
+				}
+				in := fuse.InHeader{NodeId: out.NodeId}
+				if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte(data)); s != fuse.OK {
+					t.Fatal(s)
+				}
+				return in, out.Fh
+			}
+			goneIn, goneFh := create("f", "gone")
+			var nowIn fuse.InHeader
+			var nowFh uint64
+			switch how {
+			case "unlink":
+				if s := f.raw.Unlink(nil, &root, "f"); s != fuse.OK {
+					t.Fatalf("unlink: %v", s)
+				}
+				nowIn, nowFh = create("f", "half")
+			default:
+				nowIn, nowFh = create("g", "half")
+				if errno := f.rename("g", "f", 0); errno != 0 {
+					t.Fatalf("rename g f: %v", errno)
+				}
+			}
+			// The file at the name, open twice: one descriptor is closed
+			// (a forked child's copy), the other still writes.
+			other := f.open(nowIn.NodeId, syscall.O_RDWR)
+			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: nowIn, Fh: nowFh}); s != fuse.OK {
+				t.Fatalf("close of one descriptor: %v", s)
+			}
+			f.release(nowIn.NodeId, nowFh)
+			held := func(when string) {
+				t.Helper()
+				for _, u := range f.fsys.wb.Uploads() {
+					if u.Key == "f" && u.State != writeback.StateHeld {
+						t.Errorf("%s: the upload of f is %s, want %s until its last close", when, u.State, writeback.StateHeld)
+					}
+				}
+			}
+			held("after one descriptor's close")
+
+			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: goneIn, Fh: goneFh}); s != fuse.OK {
+				t.Fatalf("close of the gone file: %v", s)
+			}
+			f.release(goneIn.NodeId, goneFh)
+			held("after the gone file's last close")
+
+			if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: nowIn, Fh: other, Offset: 4}, []byte(" and whole")); s != fuse.OK {
+				t.Fatal(s)
+			}
+			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: nowIn, Fh: other}); s != fuse.OK {
+				t.Fatalf("last close: %v", s)
+			}
+			f.release(nowIn.NodeId, other)
+			if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			if got, _ := f.be.get("f"); got != "half and whole" {
+				t.Errorf("f holds %q, want %q (bucket %q)", got, "half and whole", f.be.keys())
+			}
+		})
 	}
 }

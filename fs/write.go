@@ -281,15 +281,28 @@ func (n *fileNode) sync(ctx context.Context) error {
 	if err := n.commit(ctx); err != nil {
 		return err
 	}
-	n.mu.Lock()
-	gone := n.unlinked
-	n.mu.Unlock()
-	if gone {
+	key, ok := n.unholdName()
+	if !ok {
 		return nil // nothing goes up: the key's uploads are another file's
 	}
-	key := n.key.get()
-	n.fsys.wb.Unhold(key)
 	return n.fsys.wb.WaitKey(ctx, key)
+}
+
+// unholdName lets the held uploads of the node's name start (its last
+// close, an fsync), and reports the name, unless the name is no longer
+// the node's: after an unlink, or a rename over it, what is held under it
+// is another file's, open elsewhere and let go at that file's own last
+// close. n.mu is held across Unhold, which does no I/O, so that the name
+// cannot go in between.
+func (n *fileNode) unholdName() (key string, ok bool) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.unlinked {
+		return "", false
+	}
+	key = n.key.get()
+	n.fsys.wb.Unhold(key)
+	return key, true
 }
 
 // release drops a handle's share of the node.
@@ -341,14 +354,14 @@ func (n *fileNode) release(h *fileHandle) {
 		return
 	}
 	// The last close of a written file: its held upload may start.
-	switch wb := n.fsys.wb; {
+	switch {
 	case late:
 		go func() {
 			_ = n.commit(context.Background()) // commit logs a failure; the data is kept
-			wb.Unhold(n.key.get())
+			n.unholdName()
 		}()
 	case last:
-		wb.Unhold(n.key.get())
+		n.unholdName()
 	}
 	n.discardIfGone()
 }

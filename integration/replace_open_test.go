@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -278,5 +279,72 @@ func TestTwoDescriptorsOfAFileWhoseNameWent(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestAGoneFileLetsGoNothingOfItsName: in --upload async the close of one
+// descriptor of a file still open elsewhere (a forked child's copy) holds
+// its upload for the file's last close. The last close of another file,
+// one whose name was deleted or renamed over while it was open, let that
+// held upload start: the bucket got the file at the name as it stood at
+// the child's close, while its writer was still writing.
+func TestAGoneFileLetsGoNothingOfItsName(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", "async", "--upload-delay", "0")
+	w := srv.writer(t, bucket)
+	for _, op := range []string{"delete", "replace"} {
+		target := filepath.Join(m.dir, op)
+		half, rest := randData(90, 1<<20), randData(91, 1<<20)
+		whole := append(append([]byte(nil), half...), rest...)
+		g := guardBucket(t, w, op, "", sha(whole))
+		gone, err := unix.Open(target, unix.O_RDWR|unix.O_CREAT|unix.O_CLOEXEC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := unix.Pwrite(gone, []byte("gone"), 0); err != nil {
+			t.Fatal(err)
+		}
+		next := target
+		if op == "replace" {
+			next = target + ".tmp"
+		} else if err := os.Remove(target); err != nil {
+			t.Fatal(err)
+		}
+		f, err := os.Create(next)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(half); err != nil {
+			t.Fatal(err)
+		}
+		if op == "replace" {
+			if err := os.Rename(next, target); err != nil {
+				t.Fatal(err)
+			}
+		}
+		child, err := unix.Dup(int(f.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := unix.Close(child); err != nil {
+			t.Fatalf("%s: close of the child's copy: %v", op, err)
+		}
+		if err := unix.Close(gone); err != nil {
+			t.Fatalf("%s: close of the gone file: %v", op, err)
+		}
+		time.Sleep(500 * time.Millisecond) // an upload started now would land
+		if _, err := f.Write(rest); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		runSync(t, m)
+		if got, n, err := bucketSHA(t, w, op); err != nil || got != sha(whole) {
+			t.Errorf("%s: the bucket holds %d bytes (%v), want the whole file", op, n, err)
+		}
+		g.check()
 	}
 }
