@@ -3,11 +3,13 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -178,5 +180,61 @@ func TestUploadsListRetryDiscard(t *testing.T) {
 	}
 	if out, err := exec.Command(binPath(t), "uploads", "--retry", m.dir, "no-such.bin").CombinedOutput(); err == nil || !strings.Contains(string(out), "no-such.bin") {
 		t.Fatalf("--retry of a path that names nothing: %v\n%s", err, out)
+	}
+}
+
+// TestRetryLeavesAnOpenFileHeld: `strata uploads --retry` while a file is
+// still open for writing, after one of its descriptors was closed (a
+// forked child's copy), must not publish it half written. The retry let
+// its held upload start: the bucket got the file as it stood (with
+// --upload async the kernel writes the very file that upload reads), and
+// the writes after it never went up, so the bucket kept the prefix.
+func TestRetryLeavesAnOpenFileHeld(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", "async", "--upload-delay", "0")
+	for _, all := range []bool{true, false} {
+		name := fmt.Sprintf("open-%v.bin", all)
+		half, rest := randData(92, 1<<20), randData(93, 1<<20)
+		whole := append(append([]byte(nil), half...), rest...)
+		g := guardBucket(t, w, name, "", sha(whole))
+		f, err := os.Create(filepath.Join(m.dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(half); err != nil {
+			t.Fatal(err)
+		}
+		child, err := syscall.Dup(int(f.Fd()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := syscall.Close(child); err != nil {
+			t.Fatalf("close of the child's copy: %v", err)
+		}
+		args := []string{"uploads", "--retry", m.dir}
+		if !all {
+			args = append(args, name)
+		}
+		if out, err := exec.Command(binPath(t), args...).CombinedOutput(); err != nil {
+			t.Errorf("strata %s: %v\n%s", strings.Join(args, " "), err, out)
+		}
+		time.Sleep(500 * time.Millisecond) // an upload started now would land
+		if us := listUploads(t, m); len(us) != 1 || us[0].Key != name || us[0].State != "held" {
+			t.Errorf("retry of every upload %v: the uploads are %+v, want %s held until its last close", all, us, name)
+		}
+		if _, err := f.Write(rest); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		runSync(t, m)
+		if got, n, err := bucketSHA(t, w, name); err != nil || got != sha(whole) {
+			t.Errorf("retry of every upload %v: the bucket holds %d bytes (%v), want the whole file", all, n, err)
+		}
+		g.check()
 	}
 }

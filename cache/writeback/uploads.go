@@ -88,8 +88,9 @@ var ErrNoUpload = errors.New("no such upload")
 // it); it can only be discarded (its bytes stay in failed-writes).
 var ErrNotRetryable = errors.New("a write that failed or whose writer was killed is never uploaded; discard it (its bytes stay in failed-writes)")
 
-// Retry starts key's waiting or failed uploads now ("" for every upload).
-// It returns how many it restarted.
+// Retry starts key's waiting or failed uploads now ("" for every upload),
+// except a held one, which still waits for its file's last close (it is
+// expedited then). It returns how many it restarted or expedited.
 func (m *Manager) Retry(key string) (int, error) {
 	m.mu.Lock()
 	n := 0
@@ -116,9 +117,10 @@ func (m *Manager) Retry(key string) (int, error) {
 			if j.tries > 0 || !j.notBefore.IsZero() {
 				j.tries, j.notBefore = 0, time.Time{}
 			}
-			if j.held {
-				m.unholdLocked(j, time.Now())
-			}
+			// A held upload stays held: its file is still open for
+			// writing (the kernel may be writing the very file it would
+			// read), and it goes at the last close or an fsync. Started
+			// now it would publish the file half written.
 			j.expedite = true
 			n++
 		}

@@ -365,6 +365,39 @@ func TestHeldUploadWaitsForUnhold(t *testing.T) {
 	}
 }
 
+// TestRetryLeavesAHeldUploadHeld: a retry (strata uploads --retry) does
+// not start the upload of a file still open for writing: it would publish
+// the file half written. The upload goes at the last close (Unhold), at
+// once even with an upload delay: the retry expedited it.
+func TestRetryLeavesAHeldUploadHeld(t *testing.T) {
+	e := newDelayedEnv(t, time.Hour)
+	ctx := context.Background()
+	if _, err := e.m.CommitHeld(ctx, "d/open", e.stageAt(t, "d/open", []byte("half")), "", 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"", "d/open"} {
+		if n, err := e.m.Retry(key); err != nil || n != 1 {
+			t.Fatalf("Retry(%q): %d, %v", key, n, err)
+		}
+	}
+	time.Sleep(50 * time.Millisecond)
+	if us := e.m.Uploads(); len(us) != 1 || us[0].State != StateHeld {
+		t.Fatalf("after the retries: %+v, want one held upload", us)
+	}
+	if _, ok := e.bucket.get("d/open"); ok {
+		t.Fatal("a file still open was uploaded")
+	}
+	e.m.Unhold("d/open")
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := e.m.WaitKey(ctx, "d/open"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := e.bucket.get("d/open"); string(got) != "half" {
+		t.Fatalf("the bucket holds %q", got)
+	}
+}
+
 // TestContentUntilTheNamespaceHasTheUpload: a file's committed bytes stay
 // readable from the manager (Content) until the namespace holds the
 // uploaded version, so a reader never finds neither; then the local entry

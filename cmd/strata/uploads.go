@@ -26,8 +26,10 @@ func uploadsCmd() *cobra.Command {
 file is open, uploading, retrying, failed) and every write kept aside without
 upload (a failed write, a killed writer), with its last error.
 
---retry MOUNTPOINT [PATH] retries now (all uploads without PATH); a PATH
-whose upload is done has nothing to retry, which is not an error.
+--retry MOUNTPOINT [PATH] retries now (all uploads without PATH); a held
+upload (its file still open for writing) goes at its last close, never half
+written; a PATH whose upload is done has nothing to retry, which is not an
+error.
 --discard MOUNTPOINT PATH gives up PATH's upload: nothing reaches the bucket,
 the file reads as the bucket's version again, and the written bytes are kept
 under the cache dir's failed-writes directory (the command prints where).`,
