@@ -18,6 +18,16 @@ import (
 func (m *Manager) Cancel(key string) {
 	m.mu.Lock()
 	for _, j := range append([]*Job(nil), m.byKey[key]...) {
+		if j.running && errors.Is(j.dropped, errSuperseded) {
+			// Superseded while its attempt ran, which may still land:
+			// as a deleted file's, it is then taken back down, and the
+			// name not shown again (upload). Out of the journal now.
+			j.dropped = errCancelled
+			if j.seq != 0 {
+				m.deleteUpload(j.seq, j.rec.Key)
+			}
+			continue
+		}
 		m.dropOrCancelLocked(j, errCancelled)
 	}
 	kept := m.forgetKeptLocked(key)

@@ -3,6 +3,7 @@ package writeback
 import (
 	"bytes"
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -235,5 +236,43 @@ func TestRenameOverAnUploadInFlightKeepsTheName(t *testing.T) {
 	}
 	if _, ok := b.get("tmp"); ok {
 		t.Fatal("the temporary name reached the bucket")
+	}
+}
+
+// TestDeleteTakesDownASupersededUploadThatLandsLate: a file closed twice
+// in a row, its first upload in flight when the second close supersedes
+// it, then deleted before that first upload's answer comes. The first
+// upload, dropped as superseded, not as deleted, counted as landed when
+// its answer came: the deleted name came back in the namespace (ls showed
+// a file rm had removed, found by TestRandomCallsMatchLocalDisk with no
+// upload delay), and in the bucket whenever it processed the put after
+// the delete.
+func TestDeleteTakesDownASupersededUploadThatLandsLate(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := newBucket()
+	b.landed = make(chan struct{})
+	e := newEnv(t, Async, b, "")
+	j1, err := e.m.Commit(ctx, "k", e.stageAt(t, "k", nil), backend.VersionAbsent, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b.puts.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := e.m.Commit(ctx, "k", e.stageAt(t, "k", []byte("written after")), "", 2); err != nil {
+		t.Fatal(err)
+	}
+	e.m.Cancel("k") // the unlink
+	close(b.landed)
+	_ = j1.Wait(ctx)
+	if err := e.m.WaitKey(ctx, "k"); err != nil && !errors.Is(err, errCancelled) {
+		t.Fatal(err)
+	}
+	if got, ok := b.get("k"); ok {
+		t.Errorf("the bucket holds the deleted file: %q", got)
+	}
+	if _, ok := e.uploaded.Load("k"); ok {
+		t.Error("the namespace shows the deleted file again")
 	}
 }
