@@ -7,7 +7,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -131,11 +130,16 @@ func killedBy(tid uint32) int {
 	if err != nil || flags&pfExiting == 0 || flags&pfSignaled == 0 {
 		return 0
 	}
-	code, _ := strconv.Atoi(f[52-3])
-	if sig := code & 0x7f; sig != 0 {
-		return sig
+	// The exit code is set before the task's files are released (do_exit),
+	// so a FLUSH from its exit sees it. A thread taken down by its
+	// process's normal exit (exit_group sends the other threads SIGKILL)
+	// is signaled too, with the group's exit status: code&0x7f is 0, and
+	// that process was not killed.
+	code, err := strconv.Atoi(f[52-3])
+	if err != nil {
+		return 0
 	}
-	return int(syscall.SIGKILL)
+	return code & 0x7f
 }
 
 // markWrote records that process o wrote to session st (the session

@@ -485,3 +485,67 @@ func TestWriteAsyncUploadsAtLastClose(t *testing.T) {
 		t.Fatalf("after fsync: %v", err)
 	}
 }
+
+// exitWithThreads exits normally (exit_group) while eight threads sleep:
+// the kernel takes those down with SIGKILL, and the last of them to go
+// releases the descriptors the process inherited.
+const exitWithThreads = `
+import os, threading, time
+for _ in range(8):
+    threading.Thread(target=time.sleep, args=(5,), daemon=True).start()
+time.sleep(0.05)
+os._exit(0)
+`
+
+// TestAChildWithThreadsExitingIsNoKilledWriter: a process writing a file
+// starts a child that inherits the descriptor (a subprocess without
+// close_fds, a Go program's exec of a tool) and runs threads; the child
+// exits normally. Its threads are taken down by the kernel with SIGKILL as
+// part of that exit, and the close of the inherited copy came from one of
+// them: it was taken for a writer killed mid-write, so the file was kept
+// aside and never uploaded, and it vanished from its name (found by
+// TestRandomCallsMatchLocalDisk, whose `strata sync` inherited a dup'd
+// descriptor).
+func TestAChildWithThreadsExitingIsNoKilledWriter(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	for _, mode := range []string{"sync", "async"} {
+		t.Run(mode, func(t *testing.T) {
+			bucket := srv.newBucket(t)
+			w := srv.writer(t, bucket)
+			m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", mode)
+			part1, part2 := randData(60, 1<<20), randData(61, 1<<20)
+			f, err := os.Create(filepath.Join(m.dir, "out.bin"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.Write(part1); err != nil {
+				t.Fatal(err)
+			}
+			for range 5 {
+				child := exec.Command("python3", "-c", exitWithThreads)
+				child.ExtraFiles = []*os.File{f}
+				if out, err := child.CombinedOutput(); err != nil {
+					t.Fatalf("child: %v\n%s", err, out)
+				}
+			}
+			if _, err := f.Write(part2); err != nil {
+				t.Fatal(err)
+			}
+			if err := f.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			runSync(t, m)
+			whole := append(append([]byte(nil), part1...), part2...)
+			if got, n, err := bucketSHA(t, w, "out.bin"); err != nil || got != sha(whole) {
+				t.Errorf("the bucket holds %d bytes (%v), want the whole file", n, err)
+			}
+			if got, err := os.ReadFile(filepath.Join(m.dir, "out.bin")); err != nil || !bytes.Equal(got, whole) {
+				t.Errorf("the mount reads %d bytes (%v), want the whole file", len(got), err)
+			}
+			if us := listUploads(t, m); len(us) != 0 {
+				t.Errorf("uploads left: %+v", us)
+			}
+		})
+	}
+}
