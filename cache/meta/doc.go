@@ -16,7 +16,8 @@
 // arrive, and concurrent readers of one directory share one load. Local
 // edits (Upsert, Remove) made while a load runs are kept aside and applied
 // to its listing as it becomes current (dirState.edits): its pages may
-// have been listed before them. A load
+// have been listed before them. Lookups answered from a load still
+// running look at those edits first (editedDuring). A load
 // that fails part way leaves a resume point (resume.go): the next load of
 // that directory goes on from the page that failed. When a
 // listing expires it is reloaded; if the backend cannot be reached the

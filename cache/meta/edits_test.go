@@ -100,3 +100,45 @@ func TestAReaddirShowsAFileWhoseUploadLandsAsItReads(t *testing.T) {
 		t.Errorf("the readdir lists %q, want [a b new]", got)
 	}
 }
+
+// TestALookupDuringALoadSeesTheEditsMadeDuringIt: a lookup answered from
+// a listing still loading found a name on a page listed before the name
+// changed: a file's rewrite whose upload landed (Upsert) meanwhile read
+// as the version listed, and a node that refreshed then took that older
+// version for good (a file closed at 458 bytes stat'd at its previous
+// 1 MiB, found by TestRandomCallsMatchLocalDisk); a file deleted meanwhile
+// was found.
+func TestALookupDuringALoadSeesTheEditsMadeDuringIt(t *testing.T) {
+	be := newFake(3, "b", "c", "d", "e")
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	ctx := context.Background()
+	be.gate = make(chan struct{})
+	r := c.OpenDir(ctx, "")
+	if e, _, err := r.Next(ctx); err != nil || e.Name != "b" {
+		t.Fatalf("first page: %+v %v", e, err)
+	}
+	// Its first page (b, c) is in; b is rewritten, c deleted.
+	for _, name := range []string{"b", "c"} {
+		if _, ok := r.l.find(name); !ok {
+			t.Fatalf("%s is not in the listing loading", name)
+		}
+	}
+	be.put("b", 9, "v2")
+	c.Upsert("", Entry{Name: "b", Size: 9, Version: "v2"})
+	be.del("c")
+	c.Remove("", "c")
+	if e, err := c.Lookup(ctx, "", "b"); err != nil || e.Version != "v2" || e.Size != 9 {
+		t.Errorf("lookup of the file rewritten during the load: %+v, %v; want v2, 9 bytes", e, err)
+	}
+	if e, err := c.Lookup(ctx, "", "c"); err == nil {
+		t.Errorf("lookup of the file deleted during the load: %+v", e)
+	}
+	close(be.gate)
+	if err := r.l.wait(ctx); err != nil {
+		t.Fatal(err)
+	}
+	waitCurrent(t, c, "")
+	if e, err := c.Lookup(ctx, "", "b"); err != nil || e.Version != "v2" {
+		t.Errorf("after the load: %+v, %v", e, err)
+	}
+}

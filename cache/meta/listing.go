@@ -242,6 +242,9 @@ func (ds *dirState) lookupCached(c *Cache, name string) (e Entry, found bool, at
 	loading := ds.loading
 	ds.mu.Unlock()
 	if loading != nil {
+		if e, found, ok := ds.editedDuring(loading, name); ok {
+			return e, found, loading.fetched(), true
+		}
 		if e, ok := loading.find(name); ok {
 			return e, true, loading.fetched(), true
 		}
@@ -253,6 +256,28 @@ func (ds *dirState) lookupCached(c *Cache, name string) (e Entry, found bool, at
 		return p.e, p.exists, p.fetchedAt, true
 	}
 	return Entry{}, false, 0, false
+}
+
+// editedDuring returns the newest local edit of name made while l loads
+// (dirState.edits): l's pages may have been listed before it, and the
+// load applies it only as it ends. found is false for a removal.
+func (ds *dirState) editedDuring(l *listing, name string) (e Entry, found, ok bool) {
+	l.mu.Lock()
+	started := l.started
+	l.mu.Unlock()
+	ds.mu.Lock()
+	defer ds.mu.Unlock()
+	for i := len(ds.edits) - 1; i >= 0; i-- {
+		ed := ds.edits[i]
+		if ed.name != name || ed.at < started {
+			continue
+		}
+		if ed.e == nil {
+			return Entry{}, false, true
+		}
+		return *ed.e, true, true
+	}
+	return Entry{}, false, false
 }
 
 // findIn looks name up in a complete listing.
