@@ -52,7 +52,9 @@
 // take it (TakeHead) and cache it, so its open needs no request. With the
 // backend unreachable a lookup answers stale from the newer of the two
 // things the cache may know of the name: its directory's listing or a point
-// lookup of it (point.go, staleAnswer); local edits stamp a point too.
+// lookup of it (point.go, staleAnswer); local edits stamp a point too,
+// and a backend answer asked before such an edit and back after it is
+// not remembered over it (rememberAnswer).
 // Every answer comes with its lease (LookupLease, Reader.Lookup): what is
 // left of the TTL of what it came from, which the kernel keeps it for.
 //

@@ -142,3 +142,38 @@ func TestALookupDuringALoadSeesTheEditsMadeDuringIt(t *testing.T) {
 		t.Errorf("after the load: %+v, %v", e, err)
 	}
 }
+
+// TestALookupAnsweredAfterAnEditKeepsTheEdit: a lookup of a name asks the
+// bucket (HEAD), the name's upload lands (Upsert) before the answer comes
+// back, and the answer, older than the edit, was remembered over it: the
+// next lookups showed the version before the upload until the TTL ran out.
+func TestALookupAnsweredAfterAnEditKeepsTheEdit(t *testing.T) {
+	be := newFake(100, "x")
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	ctx := context.Background()
+	gate := make(chan struct{})
+	be.mu.Lock()
+	be.statGate = gate
+	be.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = c.Lookup(ctx, "", "x")
+	}()
+	for be.stats.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	be.put("x", 9, "v2")
+	c.Upsert("", Entry{Name: "x", Size: 9, Version: "v2"})
+	close(gate)
+	<-done
+	be.mu.Lock()
+	be.statGate = nil
+	be.mu.Unlock()
+	if e, err := c.Lookup(ctx, "", "x"); err != nil || e.Version != "v2" {
+		t.Errorf("lookup after the edit: %+v, %v; want v2", e, err)
+	}
+	if r, ok, err := c.ix.GetStat(c.tag, "x"); err != nil || !ok || r.Version != "v2" {
+		t.Errorf("the index holds %+v (%v, %v); want v2", r, ok, err)
+	}
+}

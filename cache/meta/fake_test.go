@@ -29,6 +29,9 @@ type fakeBackend struct {
 	lists  atomic.Int64
 	stats  atomic.Int64
 	gate   chan struct{} // if set, List of a non-first page waits on it
+	// statGate, if set: Stat answers as the bucket was when it was asked,
+	// once statGate is closed (an answer on its way while the key changes).
+	statGate chan struct{}
 	// flat listings (Recursive) only: a non-first page waits on gateFlat
 	// if set, and fails if failFlat is set.
 	gateFlat chan struct{}
@@ -77,8 +80,13 @@ func (f *fakeBackend) Stat(ctx context.Context, key string) (backend.ObjectInfo,
 		return backend.ObjectInfo{}, backend.ErrUnavailable
 	}
 	f.mu.Lock()
-	defer f.mu.Unlock()
-	if o, ok := f.objs[key]; ok {
+	o, ok := f.objs[key]
+	gate := f.statGate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
+	if ok {
 		return o, nil
 	}
 	return backend.ObjectInfo{}, backend.ErrNotExist

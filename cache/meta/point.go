@@ -29,7 +29,8 @@ func (c *Cache) point(key string) (pointResult, bool) {
 	}
 	_, name := Parent(key)
 	p = pointResult{e: fromRecord(name, r), exists: r.Kind != index.KindAbsent, fetchedAt: r.FetchedAt}
-	c.remember(key, p)
+	// A local edit remembered while the index was read is newer.
+	p, _ = c.rememberAnswer(key, p, r.FetchedAt)
 	return p, true
 }
 
@@ -40,6 +41,42 @@ func (c *Cache) remember(key string, p pointResult) {
 	}
 	c.points[key] = p
 	c.mu.Unlock()
+}
+
+// rememberAnswer remembers p, the backend's answer to a lookup of key
+// asked at asked, unless a point newer than that question was remembered
+// meanwhile (a local edit: mutate), which it returns instead.
+func (c *Cache) rememberAnswer(key string, p pointResult, asked int64) (pointResult, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if cur, ok := c.points[key]; ok && cur.fetchedAt >= asked {
+		return cur, false
+	}
+	if len(c.points) >= maxPoints {
+		clear(c.points)
+	}
+	c.points[key] = p
+	return p, true
+}
+
+// resaveIfEdited writes key's point to the index again if a local edit
+// replaced p while p was being written: the edit's own write may have
+// gone first, and the index must end with the newer one.
+func (c *Cache) resaveIfEdited(key string, p pointResult) {
+	c.mu.Lock()
+	cur, ok := c.points[key]
+	c.mu.Unlock()
+	if !ok || cur.fetchedAt == p.fetchedAt && cur.exists == p.exists && cur.e == p.e {
+		return
+	}
+	rec := index.EntryRecord{Kind: index.KindAbsent, FetchedAt: cur.fetchedAt}
+	if cur.exists {
+		rec = toRecord(cur.e)
+		rec.FetchedAt = cur.fetchedAt
+	}
+	if err := c.ix.PutStat(c.tag, key, rec); err != nil {
+		c.log.Warn("meta: saving lookup", "key", key, "err", err)
+	}
 }
 
 // pointLookup asks the backend about one name: HEAD of the key and a
@@ -56,6 +93,7 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, time.
 	// A name the cache knew (its answer expired) is being revalidated: its
 	// content, if it was read, is cached already, and a HEAD will do.
 	_, _, known := c.staleAnswer(dir, name)
+	asked := c.now().UnixNano()
 	info, isDir, isFile, err := c.probe(context.WithoutCancel(ctx), key, !known)
 	if err != nil {
 		if e, found, ok := c.staleAnswer(dir, name); ok {
@@ -74,9 +112,15 @@ func (c *Cache) pointLookup(ctx context.Context, dir, name string) (Entry, time.
 		rec = toRecord(p.e)
 		rec.FetchedAt = p.fetchedAt
 	}
-	c.remember(key, p)
-	if err := c.ix.PutStat(c.tag, key, rec); err != nil {
-		c.log.Warn("meta: saving lookup", "key", key, "err", err)
+	if newer, ok := c.rememberAnswer(key, p, asked); !ok {
+		// A local edit (an upload landing, a delete) came while the
+		// bucket answered: it is newer than the answer.
+		p = newer
+	} else {
+		if err := c.ix.PutStat(c.tag, key, rec); err != nil {
+			c.log.Warn("meta: saving lookup", "key", key, "err", err)
+		}
+		c.resaveIfEdited(key, p)
 	}
 	if !p.exists {
 		return Entry{}, c.lease(p.fetchedAt), backend.ErrNotExist
