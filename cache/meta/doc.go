@@ -17,7 +17,9 @@
 // edits (Upsert, Remove) made while a load runs are kept aside and applied
 // to its listing as it becomes current (dirState.edits): its pages may
 // have been listed before them. Lookups answered from a load still
-// running look at those edits first (editedDuring). A load
+// running look at those edits first (editedDuring), and a Reader gives
+// each name's newest entry (Reader.newest: a local one, an edit made
+// while it loaded, or a newer copy of the listing made since it opened). A load
 // that fails part way leaves a resume point (resume.go): the next load of
 // that directory goes on from the page that failed. When a
 // listing expires it is reloaded; if the backend cannot be reached the

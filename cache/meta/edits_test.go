@@ -177,3 +177,49 @@ func TestALookupAnsweredAfterAnEditKeepsTheEdit(t *testing.T) {
 		t.Errorf("the index holds %+v (%v, %v); want v2", r, ok, err)
 	}
 }
+
+// TestAReaddirGivesTheNewestEntryOfEachName: a readdir streams the
+// listing it opened; a file rewritten here meanwhile (its upload landed:
+// Upsert), or written and not yet uploaded (a local entry), or deleted,
+// was streamed as the listing had it. READDIRPLUS hands those attributes
+// to the kernel with a new inode for the name, and the next stat showed
+// the size before the rewrite (a file closed at 458 bytes stat'd at its
+// previous 1 MiB, found by TestRandomCallsMatchLocalDisk in --upload
+// sync, where close returns as the upload lands, before the listing has
+// it).
+func TestAReaddirGivesTheNewestEntryOfEachName(t *testing.T) {
+	be := newFake(100, "a", "b", "c", "d")
+	c := newCache(t, be, openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	ctx := context.Background()
+	readAll(t, c, "")
+	waitCurrent(t, c, "")
+	r := c.OpenDir(ctx, "")
+	be.put("a", 9, "v2")
+	c.Upsert("", Entry{Name: "a", Size: 9, Version: "v2"})
+	c.SetLocal("", Entry{Name: "b", Size: 5, Version: "local:1", Local: true})
+	be.del("c")
+	c.Remove("", "c")
+	got := map[string]Entry{}
+	for {
+		e, ok, err := r.Next(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got[e.Name] = e
+	}
+	if e := got["a"]; e.Version != "v2" || e.Size != 9 {
+		t.Errorf("a, rewritten since the readdir opened: %+v, want v2, 9 bytes", e)
+	}
+	if e := got["b"]; !e.Local || e.Size != 5 {
+		t.Errorf("b, being written here: %+v, want its local entry", e)
+	}
+	if e, ok := got["c"]; ok {
+		t.Errorf("c, deleted since the readdir opened: %+v", e)
+	}
+	if _, ok := got["d"]; !ok {
+		t.Errorf("d is missing: %v", got)
+	}
+}

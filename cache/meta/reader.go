@@ -72,6 +72,12 @@ func (r *Reader) Next(ctx context.Context) (e Entry, ok bool, err error) {
 			}
 			return Entry{}, false, err
 		}
+		if ok {
+			var live bool
+			if e, live = r.newest(e); !live {
+				continue // removed since the listing was made
+			}
+		}
 		if !ok {
 			// After the listing: files written here that it does not show.
 			if r.locals == nil {
@@ -104,6 +110,37 @@ func (r *Reader) Next(ctx context.Context) (e Entry, ok bool, err error) {
 		}
 		return e, ok, nil
 	}
+}
+
+// newest returns what is known now of e's name, which the stream's
+// listing may show as it was when listed: a file written here (its local
+// entry), an edit made while the listing loaded, or one made since
+// (a newer copy of the listing, made by Upsert or Remove). READDIRPLUS
+// gives the kernel these attributes, and a stale size would outlive the
+// readdir. live is false for a name removed since.
+func (r *Reader) newest(e Entry) (Entry, bool) {
+	if le, ok := r.c.localEntry(r.ds.dir, e.Name); ok {
+		return le, true
+	}
+	if ne, found, ok := r.ds.editedDuring(r.l, e.Name); ok {
+		return ne, found
+	}
+	r.l.mu.Lock()
+	started := r.l.started
+	r.l.mu.Unlock()
+	r.ds.mu.Lock()
+	cur := r.ds.cur
+	r.ds.mu.Unlock()
+	if cur == nil || cur == r.l || cur.indexed {
+		return e, true
+	}
+	cur.mu.Lock()
+	newer := cur.done && cur.fetchedAt >= started
+	cur.mu.Unlock()
+	if !newer {
+		return e, true // an older listing still current while this one loads
+	}
+	return cur.find(e.Name)
 }
 
 func (r *Reader) nextMem(ctx context.Context) (Entry, bool, error) {
