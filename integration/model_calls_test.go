@@ -20,12 +20,16 @@ import (
 // still open, a write after its name went, an unlink of a file being
 // written, a directory renamed with files open in it.
 type modelRun struct {
-	rng    *rand.Rand
-	local  string
-	mnt    string
-	fds    []fdPair
-	log    []string
-	drop   func()
+	rng   *rand.Rand
+	local string
+	mnt   string
+	fds   []fdPair
+	log   []string
+	drop  func()
+	// strata runs a strata command on the mount (sync, uploads --retry):
+	// it has no local disk counterpart, and the calls that follow must
+	// still give what local disk gives.
+	strata func(args ...string) error
 	dataID int
 	fdID   int
 }
@@ -122,7 +126,7 @@ func (r *modelRun) step() string {
 		i := r.rng.IntN(len(r.fds))
 		fd := r.fds[i]
 		b := r.data(1 + r.rng.IntN(70000))
-		off := int64(r.rng.IntN(150000))
+		off := r.offset(150000)
 		what := fmt.Sprintf("pwrite(fd %d %s, %d bytes at %d)", fd.id, fd.path, len(b), off)
 		return both(what, func(root string) (string, error) {
 			if fd.flags&unix.O_APPEND != 0 {
@@ -135,7 +139,7 @@ func (r *modelRun) step() string {
 	case op < 46 && len(r.fds) > 0: // read through a descriptor
 		i := r.rng.IntN(len(r.fds))
 		fd := r.fds[i]
-		off := int64(r.rng.IntN(200000))
+		off := r.offset(200000)
 		n := 1 + r.rng.IntN(100000)
 		what := fmt.Sprintf("pread(fd %d %s, %d at %d)", fd.id, fd.path, n, off)
 		return both(what, func(root string) (string, error) {
@@ -161,7 +165,7 @@ func (r *modelRun) step() string {
 	case op < 59 && len(r.fds) > 0: // ftruncate
 		i := r.rng.IntN(len(r.fds))
 		fd := r.fds[i]
-		size := int64(r.rng.IntN(120000))
+		size := r.offset(120000)
 		return both(fmt.Sprintf("ftruncate(fd %d %s, %d)", fd.id, fd.path, size), func(root string) (string, error) {
 			return "", unix.Ftruncate(fd.of(root == r.local), size)
 		})
@@ -231,10 +235,42 @@ func (r *modelRun) step() string {
 			return digest(b), err
 		})
 	default:
-		if r.drop != nil {
-			r.log = append(r.log, "drop_caches")
-			r.drop()
+		switch r.rng.IntN(3) {
+		case 0:
+			if r.drop != nil {
+				r.log = append(r.log, "drop_caches")
+				r.drop()
+			}
+		case 1:
+			return r.onMount("sync")
+		default:
+			return r.onMount("uploads", "--retry")
 		}
+	}
+	return ""
+}
+
+// offset returns an offset below limit, or now and then one around the
+// cache's 1 MiB block boundary, so that files span two blocks with a hole
+// between (sparse in the cache, fetched and uploaded in parts).
+func (r *modelRun) offset(limit int) int64 {
+	if r.rng.IntN(8) == 0 {
+		return 1<<20 - 50000 + int64(r.rng.IntN(100000))
+	}
+	return int64(r.rng.IntN(limit))
+}
+
+// onMount runs `strata ARGS MOUNTPOINT` (no local disk counterpart): it
+// must succeed whatever the calls before left open or pending.
+func (r *modelRun) onMount(args ...string) string {
+	if r.strata == nil {
+		return ""
+	}
+	what := "strata " + strings.Join(args, " ")
+	err := r.strata(args...)
+	r.log = append(r.log, fmt.Sprintf("%s -> %v", what, err))
+	if err != nil {
+		return fmt.Sprintf("%s: %v", what, err)
 	}
 	return ""
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math/rand/v2"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -107,26 +108,36 @@ func filesOnly(s map[string]string) map[string]string {
 // TestRandomCallsMatchLocalDisk plays random sequences of open, pwrite,
 // pread, close, ftruncate, fsync, dup, rename, unlink, mkdir, rmdir,
 // stat, readdir and whole-file reads on local disk and on the mount side
-// by side, in both upload modes, with the page cache and dentries dropped
-// now and then: every call must give what local disk gives (errno,
-// bytes, sizes, listings), then the mount, the bucket after `strata sync`
-// and a new mount of the bucket must hold what local disk holds. The one
-// difference allowed is the README's: a descriptor opened only for
-// reading, before another one wrote, may keep the version it opened (its
-// errno is compared, not its bytes).
+// by side, in both upload modes (async also with no upload delay), with
+// the page cache and dentries dropped now and then, `strata sync` and
+// `strata uploads --retry` run on the mount now and then (they inherit
+// the dup'd descriptors, as a subprocess does), and now and then offsets
+// and sizes around the cache's 1 MiB block boundary: every call must give
+// what local disk gives (errno, bytes, sizes, listings), then the mount,
+// the bucket after `strata sync` and a new mount of the bucket must hold
+// what local disk holds. The one difference allowed is the README's: a
+// descriptor opened only for reading, before another one wrote, may keep
+// the version it opened (its errno is compared, not its bytes).
 //
 // Seeds 1 to 6, 500 calls each, in `make test`: the same calls every run.
 // To look further: STRATA_MODEL_SEED (the first seed), STRATA_MODEL_SEEDS
 // (how many), STRATA_MODEL_STEPS (calls per seed), STRATA_MODEL_MODES
-// ("sync async"). A difference names its seed and writes every call made
-// to a file. Before the fixes it came with, seeds 1 to 20 found ten
+// ("sync async async-nodelay"; the last is async with --upload-delay 0,
+// where every upload starts at its file's last close and so meets the
+// calls that follow). A difference names its seed and writes every call
+// made to a file. Before the fixes it came with, seeds 1 to 20 found ten
 // defects: a rename onto itself deleting the file, a lookup giving a file
 // being written its old size (the next append overwrote it), a directory
 // made again at a renamed one's old name sharing its inode, a directory
 // rename moving a file renamed out of it earlier, the descriptors of a
 // file whose name went losing its bytes (ESTALE) or uploading it over the
 // file that took the name, and files missing from readdir while their
-// listing loaded.
+// listing loaded. The third mode and the strata commands then found five
+// more: a gone file's last close and a retry each starting a held upload
+// half written, a deleted file coming back from an upload superseded in
+// flight, a subprocess's exit taken for a killed writer, and a lookup
+// during a listing load answering with the version listed before an
+// upload landed.
 func TestRandomCallsMatchLocalDisk(t *testing.T) {
 	requireFUSE(t)
 	knob := func(name string, def uint64) uint64 {
@@ -142,7 +153,7 @@ func TestRandomCallsMatchLocalDisk(t *testing.T) {
 	}
 	seeds, steps, base := knob("STRATA_MODEL_SEEDS", 6), int(knob("STRATA_MODEL_STEPS", 500)), knob("STRATA_MODEL_SEED", 1)
 	srv := startMinIO(t)
-	modes := []string{"sync", "async"}
+	modes := []string{"sync", "async", "async-nodelay"}
 	if s := os.Getenv("STRATA_MODEL_MODES"); s != "" {
 		modes = strings.Fields(s)
 	}
@@ -150,7 +161,11 @@ func TestRandomCallsMatchLocalDisk(t *testing.T) {
 		t.Run(mode, func(t *testing.T) {
 			bucket := srv.newBucket(t)
 			w := srv.writer(t, bucket)
-			m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", mode)
+			args := []string{"--upload", mode}
+			if mode == "async-nodelay" { // every upload starts at its last close
+				args = []string{"--upload", "async", "--upload-delay", "0"}
+			}
+			m := startMount(t, srv, srv.source(bucket, ""), "", args...)
 			for seed := base; seed < base+seeds; seed++ {
 				name := fmt.Sprintf("seed%d", seed)
 				local := filepath.Join(t.TempDir(), name)
@@ -160,7 +175,14 @@ func TestRandomCallsMatchLocalDisk(t *testing.T) {
 						t.Fatal(err)
 					}
 				}
-				r := &modelRun{rng: rand.New(rand.NewPCG(seed, 7)), local: local, mnt: mnt, drop: func() { dropCaches(t) }}
+				r := &modelRun{rng: rand.New(rand.NewPCG(seed, 7)), local: local, mnt: mnt, drop: func() { dropCaches(t) },
+					strata: func(args ...string) error {
+						out, err := exec.Command(binPath(t), append(args, m.dir)...).CombinedOutput()
+						if err != nil {
+							return fmt.Errorf("%w: %s", err, out)
+						}
+						return nil
+					}}
 				failed := func(what string) {
 					all := filepath.Join(os.TempDir(), fmt.Sprintf("strata-model-%s-seed%d.log", mode, seed))
 					_ = os.WriteFile(all, []byte(strings.Join(r.log, "\n")+"\n"+what+"\n"), 0o644)
