@@ -74,7 +74,10 @@
 // straight into its staging file (ptwrite.go: every open of it is then a
 // passthrough handle on that file, every close journals it as a held live
 // commit, the last release lets it go; the cache disk's free space is
-// watched in place of the writes the daemon no longer sees).
+// watched in place of the writes the daemon no longer sees). Holds are
+// let go by key (Manager.Unhold), and only by the node whose name it is
+// (unholdName): the last close of a file whose name went lets go nothing,
+// since what is held under the name is another file's.
 //
 // Lock order, outermost first:
 //
