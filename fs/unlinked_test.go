@@ -93,19 +93,7 @@ func TestAFileGoneKeepsItsBytesForItsOtherDescriptors(t *testing.T) {
 // version, failing with ESTALE (found by TestRandomCallsMatchLocalDisk).
 func TestAFileGoneDoesNotHoldItsNameAsWritten(t *testing.T) {
 	f := newTestFS(t, nil)
-	root := fuse.InHeader{NodeId: rootIno}
-	create := func(name, data string) (fuse.InHeader, uint64) {
-		t.Helper()
-		var out fuse.CreateOut
-		if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_RDWR, Mode: 0o644}, name, &out); s != fuse.OK {
-			t.Fatalf("create %s: %v", name, s)
-		}
-		in := fuse.InHeader{NodeId: out.NodeId}
-		if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte(data)); s != fuse.OK {
-			t.Fatal(s)
-		}
-		return in, out.Fh
-	}
+	create := f.createWritten
 	oldIn, oldFh := create("f", "old")
 	newIn, newFh := create("g", "new")
 	if errno := f.rename("g", "f", 0); errno != 0 {
@@ -151,18 +139,7 @@ func TestTheLastCloseOfAGoneFileLetsGoNothingOfItsName(t *testing.T) {
 			wo.Mode = writeback.Async
 			f := newTestFSWriteback(t, nil, nil, nil, wo)
 			root := fuse.InHeader{NodeId: rootIno}
-			create := func(name, data string) (fuse.InHeader, uint64) {
-				t.Helper()
-				var out fuse.CreateOut
-				if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_RDWR, Mode: 0o644}, name, &out); s != fuse.OK {
-					t.Fatalf("create %s: %v", name, s)
-				}
-				in := fuse.InHeader{NodeId: out.NodeId}
-				if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte(data)); s != fuse.OK {
-					t.Fatal(s)
-				}
-				return in, out.Fh
-			}
+			create := f.createWritten
 			goneIn, goneFh := create("f", "gone")
 			var nowIn fuse.InHeader
 			var nowFh uint64
@@ -216,4 +193,20 @@ func TestTheLastCloseOfAGoneFileLetsGoNothingOfItsName(t *testing.T) {
 			}
 		})
 	}
+}
+
+// createWritten creates name in the root, open for reading and writing,
+// and writes data into it; it returns the node's header and the handle.
+func (f *testFS) createWritten(name, data string) (fuse.InHeader, uint64) {
+	f.t.Helper()
+	var out fuse.CreateOut
+	root := fuse.InHeader{NodeId: rootIno}
+	if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_RDWR, Mode: 0o644}, name, &out); s != fuse.OK {
+		f.t.Fatalf("create %s: %v", name, s)
+	}
+	in := fuse.InHeader{NodeId: out.NodeId}
+	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte(data)); s != fuse.OK {
+		f.t.Fatal(s)
+	}
+	return in, out.Fh
 }
