@@ -125,6 +125,34 @@ func (n *fileNode) unchangedSinceSyncLocked(lw *liveWrite) (fileStamp, bool) {
 	return s, err == nil && s == lw.synced
 }
 
+// unchangedSinceSync reports, for a close, whether lw's file is still what
+// its latest fsync copied for upload, landed or still uploading (a child's
+// close on exec may come while the fsync waits): then the close has
+// nothing to publish. If that upload fails, the fsync says so, and the
+// last release, which asks for a landed upload (unchangedSinceSyncLocked),
+// commits the file as ever.
+func (n *fileNode) unchangedSinceSync(lw *liveWrite) bool {
+	w := n.ws()
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	j := lw.syncedJob
+	if lw.job != nil || j == nil {
+		return false
+	}
+	n.mu.Lock()
+	same := w.live == lw && w.last == j && lw.failure() == nil && !n.unlinked
+	n.mu.Unlock()
+	if !same || !n.fsys.wb.FineTimestamps() {
+		return false
+	}
+	s, err := stampOf(lw.file)
+	if err != nil || s != lw.synced {
+		return false
+	}
+	n.setEntryStamp(s)
+	return true
+}
+
 // setEntryStamp makes n's entry show the file as stamped.
 func (n *fileNode) setEntryStamp(s fileStamp) {
 	n.mu.Lock()

@@ -254,6 +254,14 @@ func (n *fileNode) openLiveLocked(writable bool) *liveHandle {
 // A writer dying of a signal makes the whole file be kept aside: the
 // daemon cannot tell what it wrote.
 func (n *fileNode) flushLive(ctx context.Context, lw *liveWrite, tid uint32) error {
+	// Nothing written since the fsync's upload (write, fsync, close):
+	// nothing to publish, whoever closes, so no need to ask who that is.
+	// Asking costs up to procReadWait when the closer is a child in
+	// execve (its inherited copy, closed on exec), and the close would
+	// then land after what the writer does next (a rename).
+	if n.unchangedSinceSync(lw) {
+		return nil
+	}
 	if sig := killedBy(tid); sig != 0 {
 		err := fmt.Errorf("fs: %s: a process writing the file was killed by signal %d before closing it: %w", n.key.get(), sig, syscall.EIO)
 		lw.fail(err)

@@ -1,7 +1,9 @@
 package integration
 
 import (
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"syscall"
 	"testing"
@@ -153,5 +155,76 @@ func TestCloseAfterFsyncUploadsNothingNew(t *testing.T) {
 			}
 			inBucket("changed.bin", append(append([]byte{}, changed[:4096]...), data[4096:]...))
 		})
+	}
+}
+
+// TestSubprocessesElsewhereDoNotResendASyncedFile: a program starts
+// subprocesses on one thread (Go's os/exec, or any runtime that leaves
+// descriptors to close-on-exec) while another saves files the atomic way
+// (write, fsync, close, rename). A child started after the write inherits
+// the open file until its exec closes it, and the daemon's check that the
+// closer was not killed waited on that exec (reading /proc of a task in
+// execve blocks, up to procReadWait): the child's close landed after the
+// rename, found no upload standing for it, and sent the file again (the
+// parallel subtests of TestCloseAfterFsyncUploadsNothingNew, 3 runs in 8).
+// A close with nothing written since the fsync's copy needs no such check.
+func TestSubprocessesElsewhereDoNotResendASyncedFile(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	addr := metricsAddr(t)
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", "async", "--metrics-addr", addr)
+	puts := func() float64 {
+		if out, errOut, err := runStrata(t, srv, "sync", m.dir); err != nil {
+			t.Fatalf("strata sync: %v\n%s%s", err, out, errOut)
+		}
+		return metric(scrape(t, addr), "strata_backend_requests_total", map[string]string{"op": "put", "status": "ok"})
+	}
+	const saves = 10
+	before := puts()
+	for i := range saves {
+		data := randData(uint64(80+i), 256<<10)
+		tmp, final := filepath.Join(m.dir, fmt.Sprintf("tmp%d", i)), filepath.Join(m.dir, fmt.Sprintf("final%d", i))
+		f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_TRUNC, 0o644)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Write(data); err != nil {
+			t.Fatal(err)
+		}
+		// Subprocesses started by another goroutine from here on, while
+		// the file is fsync'd, closed and renamed.
+		stop, forked := make(chan struct{}), make(chan struct{})
+		go func() {
+			defer close(forked)
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				_ = exec.Command("true").Run()
+			}
+		}()
+		if err := f.Sync(); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, final); err != nil {
+			t.Fatal(err)
+		}
+		close(stop)
+		<-forked
+	}
+	if got := puts() - before; got != saves {
+		t.Errorf("%d saves sent %v PUTs; want %d (each file once, at its fsync; each rename a server-side copy)", saves, got, saves)
+	}
+	for i := range saves {
+		if _, _, err := bucketSHA(t, w, fmt.Sprintf("final%d", i)); err != nil {
+			t.Errorf("final%d: %v", i, err)
+		}
 	}
 }
