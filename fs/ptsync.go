@@ -107,12 +107,41 @@ func (n *fileNode) syncLive(ctx context.Context, lw *liveWrite) error {
 // latest fsync uploaded, and no close committed it since: then a close
 // has nothing to publish. Caller holds lw.mu.
 func (n *fileNode) unchangedSinceSyncLocked(lw *liveWrite) (fileStamp, bool) {
+	return n.sameAsSyncedLocked(lw, true)
+}
+
+// unchangedSinceSync reports, for a close, whether lw's file is still what
+// its latest fsync copied for upload, landed or still uploading (a child's
+// close on exec may come while the fsync waits): then the close has
+// nothing to publish. If that upload fails, the fsync says so, and the
+// last release, which asks for a landed upload (unchangedSinceSyncLocked),
+// commits the file as ever.
+func (n *fileNode) unchangedSinceSync(lw *liveWrite) bool {
+	lw.mu.Lock()
+	defer lw.mu.Unlock()
+	n.mu.Lock()
+	current := n.ws().live == lw
+	n.mu.Unlock()
+	if !current {
+		return false // the last release took over: publishLive says so
+	}
+	s, ok := n.sameAsSyncedLocked(lw, false)
+	if ok {
+		n.setEntryStamp(s)
+	}
+	return ok
+}
+
+// sameAsSyncedLocked reports whether lw's file is still what its latest
+// fsync copied for upload (landed, if mustLand), and no close committed
+// it since. Caller holds lw.mu.
+func (n *fileNode) sameAsSyncedLocked(lw *liveWrite, mustLand bool) (fileStamp, bool) {
 	w := n.ws()
 	j := lw.syncedJob
 	if lw.job != nil || j == nil {
 		return fileStamp{}, false
 	}
-	if _, landed := j.Landed(); !landed {
+	if _, landed := j.Landed(); mustLand && !landed {
 		return fileStamp{}, false
 	}
 	n.mu.Lock()
@@ -123,34 +152,6 @@ func (n *fileNode) unchangedSinceSyncLocked(lw *liveWrite) (fileStamp, bool) {
 	}
 	s, err := stampOf(lw.file)
 	return s, err == nil && s == lw.synced
-}
-
-// unchangedSinceSync reports, for a close, whether lw's file is still what
-// its latest fsync copied for upload, landed or still uploading (a child's
-// close on exec may come while the fsync waits): then the close has
-// nothing to publish. If that upload fails, the fsync says so, and the
-// last release, which asks for a landed upload (unchangedSinceSyncLocked),
-// commits the file as ever.
-func (n *fileNode) unchangedSinceSync(lw *liveWrite) bool {
-	w := n.ws()
-	lw.mu.Lock()
-	defer lw.mu.Unlock()
-	j := lw.syncedJob
-	if lw.job != nil || j == nil {
-		return false
-	}
-	n.mu.Lock()
-	same := w.live == lw && w.last == j && lw.failure() == nil && !n.unlinked
-	n.mu.Unlock()
-	if !same || !n.fsys.wb.FineTimestamps() {
-		return false
-	}
-	s, err := stampOf(lw.file)
-	if err != nil || s != lw.synced {
-		return false
-	}
-	n.setEntryStamp(s)
-	return true
 }
 
 // setEntryStamp makes n's entry show the file as stamped.
