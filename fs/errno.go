@@ -7,6 +7,7 @@ import (
 
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache"
+	"github.com/stratafs/strata/cache/writeback"
 )
 
 // Errors of the filesystem's own (not from a backend or the cache).
@@ -42,6 +43,11 @@ var errnoTable = []struct {
 	{errNotMountUser, syscall.EACCES},
 	{errNameTooLong, syscall.ENAMETOOLONG},
 	{cache.ErrNoSpace, syscall.ENOSPC},
+	// The uploads requests (user.strata.retry, user.strata.discard):
+	// strata uploads tells the user what each means.
+	{writeback.ErrNoUpload, syscall.ENOENT},
+	{writeback.ErrNotRetryable, syscall.EINVAL},
+	{writeback.ErrLandedFirst, syscall.EALREADY},
 	// A backend whose own retries are spent is EIO (README), whatever its
 	// last attempt's error wraps: before the context rows, since GCS's
 	// "retry deadline reached" wraps context.DeadlineExceeded and a

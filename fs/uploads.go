@@ -60,21 +60,15 @@ func (f *FS) uploadsRequest(ctx context.Context, attr string, data []byte) sysca
 		if rel == "" {
 			return syscall.EINVAL
 		}
-		_, err = f.wb.Discard(key)
-		if err == nil {
-			f.discarded(key)
+		_, err = f.wb.Discard(ctx, key)
+		if err == nil || errors.Is(err, writeback.ErrLandedFirst) {
+			f.discarded(key) // the bucket's version: the one before, or what landed
 		}
 	}
-	switch {
-	case errors.Is(err, writeback.ErrNoUpload):
-		return syscall.ENOENT
-	case errors.Is(err, writeback.ErrNotRetryable):
-		return syscall.EINVAL
-	case err != nil:
+	if err != nil && !errors.Is(err, writeback.ErrNoUpload) && !errors.Is(err, writeback.ErrNotRetryable) {
 		f.log.Warn("fs: uploads request failed", "op", attr, "key", key, "err", err)
-		return toErrno(err)
 	}
-	return 0
+	return toErrno(err)
 }
 
 // discarded: key's pending content is gone; a loaded node of it reads the

@@ -3,6 +3,7 @@ package integration
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -236,5 +237,72 @@ func TestRetryLeavesAnOpenFileHeld(t *testing.T) {
 			t.Errorf("retry of every upload %v: the bucket holds %d bytes (%v), want the whole file", all, n, err)
 		}
 		g.check()
+	}
+}
+
+// TestADiscardTooLateSaysSo: `strata uploads --discard` of a rewrite
+// whose upload the bucket has already taken, its answer still on the way
+// (toxiproxy holds what MinIO sends back). The discard took it for a
+// delete and removed the object: the bucket lost the file, old and new.
+// The bucket keeps what landed, the file reads as it, the bytes are kept
+// all the same, and the command says it came too late and exits 1.
+func TestADiscardTooLateSaysSo(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t).(*minioServer)
+	bucket := srv.newBucket(t)
+	w := srv.writer(t, bucket)
+	tp := startToxiproxy(t)
+	addr := tp.proxy(t, "discard-late", srv.m.Addr)
+	old, data := randData(94, 1<<20), randData(95, 1<<20)
+	put(t, w, map[string][]byte{"a.bin": old})
+	cacheDir := t.TempDir()
+	m := startMount(t, srv, srv.source(bucket, ""), cacheDir, append(endpointOf(addr), "--upload", "async", "--upload-delay", "0")...)
+	p := filepath.Join(m.dir, "a.bin")
+	if _, err := os.ReadFile(p); err != nil {
+		t.Fatal(err)
+	}
+	// Answers are held from now until the discard has begun; the
+	// requests themselves go through.
+	tp.toxic(t, "discard-late", "late", "latency", "downstream", 1, map[string]int64{"latency": 60000})
+	if _, err := writeFile(p, data); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if h, _, err := bucketSHA(t, w, "a.bin"); err == nil && h == sha(data) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the rewrite did not reach the bucket")
+		}
+	}
+	var out syncedBuffer
+	discard := exec.Command(binPath(t), "uploads", "--discard", m.dir, "a.bin")
+	discard.Stdout, discard.Stderr = &out, &out
+	if err := discard.Start(); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- discard.Wait() }()
+	var kept []string
+	for deadline := time.Now().Add(30 * time.Second); len(kept) == 0; time.Sleep(10 * time.Millisecond) {
+		kept, _ = filepath.Glob(filepath.Join(cacheDir, "failed-writes", "*"))
+		if time.Now().After(deadline) {
+			t.Fatalf("the discard did not set the bytes aside; it said:\n%s", out.String())
+		}
+	}
+	tp.removeToxic(t, "discard-late", "late")
+	err := <-done
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 || !strings.Contains(out.String(), "discarded too late") {
+		t.Errorf("--discard of an upload that had landed: %v\n%s", err, out.String())
+	}
+	if h, _, err := bucketSHA(t, w, "a.bin"); err != nil || h != sha(data) {
+		t.Errorf("the bucket's a.bin after the discard: %v (what landed: %v, the old one: %v)", err, h == sha(data), h == sha(old))
+	}
+	if got, err := os.ReadFile(p); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("a.bin reads %d bytes (%v); want what landed", len(got), err)
+	}
+	if len(kept) != 1 || !strings.Contains(out.String(), kept[0]) {
+		t.Errorf("failed-writes holds %v; --discard said:\n%s", kept, out.String())
 	}
 }

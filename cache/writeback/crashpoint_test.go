@@ -75,7 +75,7 @@ func TestEveryCrashPointLeavesTheJournalsBytesFindable(t *testing.T) {
 	e := openEnv(t, newBucket(), nil, "", func(o *Options) { o.Mode, o.Delay = Async, time.Hour })
 	commitAsync(t, e, "k", []byte("first"), backend.VersionAbsent)
 	commitAsync(t, e, "k", []byte("second"), "")
-	if _, err := e.m.Discard("k"); err != nil {
+	if _, err := e.m.Discard(ctx, "k"); err != nil {
 		t.Fatal(err)
 	}
 	st := e.stage(t, []byte("written by the kernel"))

@@ -33,6 +33,9 @@ type Job struct {
 	cancel  context.CancelFunc
 	dropped error // errSuperseded or errCancelled once decided
 	requeue bool  // renamed while running: start again under the new key
+	// discarded: dropped by Discard (dropped is errCancelled), not by a
+	// delete: an attempt that lands anyway over an object stays.
+	discarded bool
 	// landed: the attempt's object is in the bucket under rec.Key and the
 	// job is settling; a rename can no longer move it (Rekey leaves it).
 	landed bool
@@ -189,10 +192,24 @@ func (m *Manager) upload(stop context.Context, j *Job, r index.UploadRecord) {
 	if err == nil {
 		m.mu.Lock()
 		renamed, cancelled := j.requeue, errors.Is(j.dropped, errCancelled)
+		// Discarded too late, over an object the bucket had: taking it
+		// down would leave the file neither old nor new. It stays, and
+		// the file reads as it (Discard reports ErrLandedFirst).
+		tooLate := cancelled && j.discarded && !renamed && r.BaseVersion != backend.VersionAbsent
 		j.landed = !renamed && !cancelled
 		replaced := m.replacedLocked(r.Key, j)
+		if tooLate {
+			j.info = info
+			m.landedLocked(r, info.Version)
+		}
 		m.mu.Unlock()
-		if renamed || cancelled {
+		if tooLate {
+			if m.names != nil {
+				dir, name := meta.Parent(r.Key)
+				m.names.Upsert(dir, meta.Entry{Name: name, Size: r.Size, MTime: r.MTime, Version: info.Version})
+			}
+			err = context.Canceled
+		} else if renamed || cancelled {
 			// Renamed or deleted while the upload ran, and it landed
 			// anyway: take it back down from the name it went up as,
 			// unless another file was renamed to that name meanwhile:

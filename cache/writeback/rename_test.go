@@ -276,3 +276,74 @@ func TestDeleteTakesDownASupersededUploadThatLandsLate(t *testing.T) {
 		t.Error("the namespace shows the deleted file again")
 	}
 }
+
+// TestADiscardTooLateKeepsWhatLanded: a rewrite of an object in the
+// bucket, discarded while its upload's answer is on its way (the object
+// already replaced). The discard took it for a delete: the upload that
+// landed anyway was taken down, and with it the only copy the bucket had
+// of the file, old or new. What landed stays (the bucket cannot have the
+// old object back, and the file must not vanish for a discard), and
+// Discard says so. A new file's upload is still taken down: nothing of
+// it stays in the bucket.
+func TestADiscardTooLateKeepsWhatLanded(t *testing.T) {
+	for _, rewrite := range []bool{true, false} {
+		t.Run(map[bool]string{true: "rewrite", false: "new file"}[rewrite], func(t *testing.T) {
+			discardWhileLanding(t, rewrite)
+		})
+	}
+}
+
+func discardWhileLanding(t *testing.T, rewrite bool) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := newBucket()
+	base := backend.VersionAbsent
+	if rewrite {
+		b.objs["k"], b.vers["k"] = []byte("the object before"), "v0"
+		base = "v0"
+	}
+	b.landed = make(chan struct{})
+	e := newEnv(t, Async, b, "")
+	j, err := e.m.Commit(ctx, "k", e.stageAt(t, "k", []byte("rewritten")), base, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for b.puts.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	go func() { // the answer comes once the discard has cancelled the attempt
+		for {
+			b.mu.Lock()
+			stopped := len(b.stops) > 0 && backend.Stopped(b.stops[0])
+			b.mu.Unlock()
+			if stopped || ctx.Err() != nil {
+				break
+			}
+			time.Sleep(time.Millisecond)
+		}
+		close(b.landed)
+	}()
+	copies, err := e.m.Discard(ctx, "k")
+	if len(copies) != 1 {
+		t.Errorf("Discard kept %q, want the staged bytes", copies)
+	}
+	_ = j.Wait(ctx)
+	if !rewrite {
+		if err != nil {
+			t.Errorf("Discard: %v", err)
+		}
+		if got, ok := b.get("k"); ok {
+			t.Errorf("the bucket holds the discarded new file: %q", got)
+		}
+		return
+	}
+	if !errors.Is(err, ErrLandedFirst) {
+		t.Errorf("Discard: %v, want %v", err, ErrLandedFirst)
+	}
+	if got, ok := b.get("k"); !ok || string(got) != "rewritten" {
+		t.Errorf("the bucket holds %q (present: %v), want what landed", got, ok)
+	}
+	if info, ok := e.uploaded.Load("k"); !ok || info.(backend.ObjectInfo).Version != b.vers["k"] {
+		t.Errorf("the namespace shows %v (present: %v), want the version that landed", info, ok)
+	}
+}

@@ -1,6 +1,7 @@
 package writeback
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -138,14 +139,22 @@ func (m *Manager) Retry(key string) (int, error) {
 	return n, nil
 }
 
+// ErrLandedFirst: a discarded upload had already replaced the object in
+// the bucket when the discard stopped it. The bucket keeps what landed
+// (it cannot have the object before back), and the file reads as it.
+var ErrLandedFirst = errors.New("the upload had reached the bucket before it could be stopped")
+
 // Discard gives up key's uploads: nothing is uploaded, the file goes back
 // to the bucket's version, and the staged bytes are moved to the cache
 // dir's failed-writes (as a kept write is) rather than deleted. A kept
 // write's record is dropped; its bytes stay there. It returns where the
-// bytes are.
-func (m *Manager) Discard(key string) ([]string, error) {
+// bytes are. An attempt under way is stopped and waited for: if it had
+// landed already, the error wraps ErrLandedFirst (the copies are kept all
+// the same).
+func (m *Manager) Discard(ctx context.Context, key string) ([]string, error) {
 	m.mu.Lock()
 	var copies []string
+	var stopped []*Job // attempts under way, stopped: they may have landed
 	js := append([]*Job(nil), m.byKey[key]...)
 	if len(js) > 0 {
 		// The newest commit holds what the writer last closed; the older
@@ -155,6 +164,9 @@ func (m *Manager) Discard(key string) ([]string, error) {
 			if j.journaling {
 				m.mu.Unlock()
 				return nil, fmt.Errorf("%s: being committed; try again", key)
+			}
+			if j.running && j.dropped == nil {
+				stopped = append(stopped, j)
 			}
 		}
 		for _, j := range js[:len(js)-1] {
@@ -181,6 +193,16 @@ func (m *Manager) Discard(key string) ([]string, error) {
 		return nil, fmt.Errorf("%s: %w", key, ErrNoUpload)
 	}
 	m.log.Warn("writeback: upload discarded on request; the bytes are kept", "key", key, "copies", copies)
+	for _, j := range stopped {
+		_ = j.Wait(ctx) // stopped: ends as soon as its request does
+		m.mu.Lock()
+		landed := j.info.Version
+		m.mu.Unlock()
+		if landed != "" {
+			m.log.Warn("writeback: a discarded upload had landed before it could be stopped; the bucket keeps it", "key", key, "version", landed)
+			return copies, fmt.Errorf("%s: %w", key, ErrLandedFirst)
+		}
+	}
 	return copies, nil
 }
 
@@ -199,7 +221,9 @@ func (m *Manager) setAsideLocked(j *Job) (string, error) {
 	}
 	// Moved aside, still journaled: the next mount finds it kept.
 	m.crashPoint()
-	j.dropped = errCancelled // as a delete: an upload that lands anyway is taken down
+	// As a delete: an upload that lands anyway is taken down, unless it
+	// replaced an object (discarded: see upload).
+	j.dropped, j.discarded = errCancelled, true
 	if j.running {
 		j.cancel()
 	} else {

@@ -32,7 +32,10 @@ written; a PATH whose upload is done has nothing to retry, which is not an
 error.
 --discard MOUNTPOINT PATH gives up PATH's upload: nothing reaches the bucket,
 the file reads as the bucket's version again, and the written bytes are kept
-under the cache dir's failed-writes directory (the command prints where).`,
+under the cache dir's failed-writes directory (the command prints where).
+An upload whose request is under way is stopped; if it had already replaced
+the object in the bucket, the bucket keeps it, the file reads as it, and the
+command says so and exits 1.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mnt := args[0]
@@ -53,7 +56,8 @@ under the cache dir's failed-writes directory (the command prints where).`,
 					return errors.New("--discard needs the PATH of the file whose upload to give up")
 				}
 				before, _ := listUploads(mnt)
-				if err := uploadsRequest(mnt, fs.XattrDiscard, rel); err != nil {
+				err := uploadsRequest(mnt, fs.XattrDiscard, rel)
+				if err != nil && !errors.Is(err, writeback.ErrLandedFirst) {
 					return err
 				}
 				for _, u := range before {
@@ -61,7 +65,7 @@ under the cache dir's failed-writes directory (the command prints where).`,
 						fmt.Printf("discarded: %s; its bytes are kept in %s\n", u.Key, keptPath(u))
 					}
 				}
-				return nil
+				return err // too late: the bucket holds what landed
 			}
 			us, err := listUploads(mnt)
 			if err != nil {
@@ -187,6 +191,8 @@ func uploadsRequest(mnt, attr, rel string) error {
 		return fmt.Errorf("%s: no upload pending or failed", what)
 	case errors.Is(err, unix.EINVAL) && attr == fs.XattrRetry:
 		return fmt.Errorf("%s: %w", what, writeback.ErrNotRetryable)
+	case errors.Is(err, unix.EALREADY) && attr == fs.XattrDiscard:
+		return fmt.Errorf("%s: discarded too late: %w; the bucket holds it, and the file reads as it", what, writeback.ErrLandedFirst)
 	case errors.Is(err, unix.EPERM):
 		return fmt.Errorf("%s: only the mount's user or root may do that", what)
 	case errors.Is(err, unix.ENOTSUP):
