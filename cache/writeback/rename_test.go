@@ -347,3 +347,38 @@ func discardWhileLanding(t *testing.T, rewrite bool) {
 		t.Errorf("the namespace shows %v (present: %v), want the version that landed", info, ok)
 	}
 }
+
+// TestADiscardSaysAnOlderUploadLanded: a file closed twice, its first
+// upload in flight when the second close supersedes it, then discarded.
+// The first upload's answer comes after the discard: that version is in
+// the bucket, and Discard said nothing reached it.
+func TestADiscardSaysAnOlderUploadLanded(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := newBucket()
+	b.objs["k"], b.vers["k"] = []byte("the object before"), "v0"
+	b.landed = make(chan struct{})
+	e := newEnv(t, Async, b, "")
+	if _, err := e.m.Commit(ctx, "k", e.stageAt(t, "k", []byte("first")), "v0", 1); err != nil {
+		t.Fatal(err)
+	}
+	for b.puts.Load() == 0 {
+		time.Sleep(time.Millisecond)
+	}
+	if _, err := e.m.Commit(ctx, "k", e.stageAt(t, "k", []byte("second")), "", 2); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		time.Sleep(50 * time.Millisecond) // the discard is waiting
+		close(b.landed)
+	}()
+	if _, err := e.m.Discard(ctx, "k"); !errors.Is(err, ErrLandedFirst) {
+		t.Errorf("Discard: %v, want %v", err, ErrLandedFirst)
+	}
+	if got, _ := b.get("k"); string(got) != "first" {
+		t.Errorf("the bucket holds %q, want the first upload's", got)
+	}
+	if info, ok := e.uploaded.Load("k"); !ok || info.(backend.ObjectInfo).Version != b.vers["k"] {
+		t.Errorf("the namespace shows %v (present: %v), want the version that landed", info, ok)
+	}
+}

@@ -165,7 +165,7 @@ func (m *Manager) Discard(ctx context.Context, key string) ([]string, error) {
 				m.mu.Unlock()
 				return nil, fmt.Errorf("%s: being committed; try again", key)
 			}
-			if j.running && j.dropped == nil {
+			if j.running { // superseded already or not: it may land
 				stopped = append(stopped, j)
 			}
 		}
