@@ -351,15 +351,29 @@ func discardWhileLanding(t *testing.T, rewrite bool) {
 // TestADiscardSaysAnOlderUploadLanded: a file closed twice, its first
 // upload in flight when the second close supersedes it, then discarded.
 // The first upload's answer comes after the discard: that version is in
-// the bucket, and Discard said nothing reached it.
+// the bucket, and Discard said nothing reached it. As for the newest
+// upload, what replaced an object stays and is reported; a new file's is
+// taken down.
 func TestADiscardSaysAnOlderUploadLanded(t *testing.T) {
+	for _, rewrite := range []bool{true, false} {
+		t.Run(map[bool]string{true: "rewrite", false: "new file"}[rewrite], func(t *testing.T) {
+			discardOverAnOlderUpload(t, rewrite)
+		})
+	}
+}
+
+func discardOverAnOlderUpload(t *testing.T, rewrite bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	b := newBucket()
-	b.objs["k"], b.vers["k"] = []byte("the object before"), "v0"
+	base := backend.VersionAbsent
+	if rewrite {
+		b.objs["k"], b.vers["k"] = []byte("the object before"), "v0"
+		base = "v0"
+	}
 	b.landed = make(chan struct{})
 	e := newEnv(t, Async, b, "")
-	if _, err := e.m.Commit(ctx, "k", e.stageAt(t, "k", []byte("first")), "v0", 1); err != nil {
+	if _, err := e.m.Commit(ctx, "k", e.stageAt(t, "k", []byte("first")), base, 1); err != nil {
 		t.Fatal(err)
 	}
 	for b.puts.Load() == 0 {
@@ -372,7 +386,17 @@ func TestADiscardSaysAnOlderUploadLanded(t *testing.T) {
 		time.Sleep(50 * time.Millisecond) // the discard is waiting
 		close(b.landed)
 	}()
-	if _, err := e.m.Discard(ctx, "k"); !errors.Is(err, ErrLandedFirst) {
+	_, err := e.m.Discard(ctx, "k")
+	if !rewrite {
+		if err != nil {
+			t.Errorf("Discard: %v", err)
+		}
+		if got, ok := b.get("k"); ok {
+			t.Errorf("the bucket holds the discarded new file: %q", got)
+		}
+		return
+	}
+	if !errors.Is(err, ErrLandedFirst) {
 		t.Errorf("Discard: %v, want %v", err, ErrLandedFirst)
 	}
 	if got, _ := b.get("k"); string(got) != "first" {

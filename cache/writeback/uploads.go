@@ -170,6 +170,16 @@ func (m *Manager) Discard(ctx context.Context, key string) ([]string, error) {
 			}
 		}
 		for _, j := range js[:len(js)-1] {
+			if j.running && (j.dropped == nil || errors.Is(j.dropped, errSuperseded)) {
+				// Discarded as the newest is: what lands of it is taken
+				// down, unless it replaced an object (see upload).
+				j.dropped, j.discarded = errCancelled, true
+				j.cancel()
+				if j.seq != 0 { // out of the journal now, as a delete's (dropOrCancelLocked)
+					m.deleteUpload(j.seq, j.rec.Key)
+				}
+				continue
+			}
 			m.dropOrCancelLocked(j, errSuperseded)
 		}
 		if p, err := m.setAsideLocked(last); err == nil {
