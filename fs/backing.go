@@ -58,6 +58,7 @@ type Backing interface {
 type kernelCalls struct {
 	srv     atomic.Pointer[fuse.Server]
 	backing Backing
+	holds   *backingHolds
 }
 
 func (k *kernelCalls) server() *fuse.Server { return k.srv.Load() }
@@ -99,11 +100,15 @@ func (k *kernelCalls) InodeNotifyStoreCache(node uint64, offset int64, data []by
 
 // RegisterBackingFd and UnregisterBackingFd are the methods go-fuse's
 // bridge looks for (an unexported interface in go-fuse/fs).
+// Both tell holds which node the registration is for.
 func (k *kernelCalls) RegisterBackingFd(m *fuse.BackingMap) (int32, syscall.Errno) {
-	return k.backing.Register(int(m.Fd))
+	id, errno := k.backing.Register(int(m.Fd))
+	k.holds.registered(id, errno == 0)
+	return id, errno
 }
 
 func (k *kernelCalls) UnregisterBackingFd(id int32) syscall.Errno {
+	k.holds.unregistered(id)
 	return k.backing.Unregister(id)
 }
 
@@ -125,9 +130,10 @@ func (w *withKernelCalls) Init(s *fuse.Server) { w.calls.srv.Store(s) }
 
 // mountServer mounts root like gofs.Mount, with backing files registered
 // through b, or on the server's own descriptor when b is nil, either way
-// behind a reusedBacking. It returns the server and what registers.
-func mountServer(mountpoint string, root gofs.InodeEmbedder, opts *gofs.Options, b Backing) (*fuse.Server, *reusedBacking, error) {
-	calls := &kernelCalls{}
+// behind a reusedBacking, and recorded in holds. It returns the server
+// and what registers.
+func mountServer(mountpoint string, root gofs.InodeEmbedder, opts *gofs.Options, b Backing, holds *backingHolds) (*fuse.Server, *reusedBacking, error) {
+	calls := &kernelCalls{holds: holds}
 	opts.ServerCallbacks = calls
 	opts.RootStableAttr = rootStableAttr()
 	raw := &withKernelCalls{RawFileSystem: gofs.NewNodeFS(root, opts), calls: calls}

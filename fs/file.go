@@ -168,7 +168,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 		n.mu.Unlock()
 		return h, shadowOpenFlags | fuse.FOPEN_NOFLUSH, 0
 	}
-	pt := n.ptOpen > 0 || (canPT && n.usOpen == 0)
+	pt := n.ptOpen > 0 || (canPT && n.usOpen == 0 && n.backingFreeLocked())
 	if pt {
 		n.ptOpen++
 	} else {
@@ -367,8 +367,16 @@ func (h *fileHandle) Release(ctx context.Context) syscall.Errno {
 	if obj != nil {
 		obj.Release()
 	}
+	if releaseHook != nil {
+		releaseHook(h.n)
+	}
 	return 0
 }
+
+// releaseHook, if set (by tests), runs at the end of every handle's
+// Release: where go-fuse has not yet let go of the node's backing
+// registration.
+var releaseHook func(*fileNode)
 
 // passthroughHandle is a fileHandle whose cache file the kernel reads
 // directly. go-fuse registers the descriptor once per inode and reuses it
@@ -383,6 +391,7 @@ func (h *passthroughHandle) PassthroughFd() (int, bool) {
 		h.n.fsys.log.Warn("fs: passthrough fd", "key", h.n.key.get(), "err", err)
 		return -1, false
 	}
+	h.n.fsys.holds.asking(h.n)
 	return fd, true
 }
 
@@ -414,7 +423,7 @@ func (n *fileNode) openCommitted() *committedHandle {
 	n.mu.Lock()
 	n.waitWritersReleasedLocked()
 	w := n.peekWS()
-	pt := w.session() == nil && !w.isShadowed() && (n.ptOpen > 0 || n.usOpen == 0)
+	pt := w.session() == nil && !w.isShadowed() && (n.ptOpen > 0 || n.usOpen == 0 && n.backingFreeLocked())
 	if pt {
 		n.ptOpen++
 	}
@@ -426,7 +435,10 @@ func (n *fileNode) openCommitted() *committedHandle {
 	return &committedHandle{fileHandle: &fileHandle{n: n, pt: true}, c: c}
 }
 
-func (h *committedHandle) PassthroughFd() (int, bool) { return int(h.c.File().Fd()), true }
+func (h *committedHandle) PassthroughFd() (int, bool) {
+	h.n.fsys.holds.asking(h.n)
+	return int(h.c.File().Fd()), true
+}
 
 func (h *committedHandle) Release(ctx context.Context) syscall.Errno {
 	errno := h.fileHandle.Release(ctx)

@@ -105,6 +105,8 @@ type FS struct {
 
 	ptw ptWriters // passthrough write sessions (ptwrite.go)
 
+	holds *backingHolds // the nodes go-fuse holds a backing registration for (backingholds.go)
+
 	root       *dirNode               // the mounted root (Refresh walks the kernel's tree from it)
 	mountpoint atomic.Pointer[string] // where it is mounted, for log lines ("" for a /dev/fd mount)
 	controlDir atomic.Pointer[string] // the control socket's directory (user.strata.control), if served
@@ -116,7 +118,7 @@ func New(source, prefix string, m *meta.Cache, s *cache.Store, f *prefetch.Fetch
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
 	}
-	fsys := &FS{meta: m, store: s, fetch: f, source: source, prefix: prefix, opts: opts, log: opts.Logger, mtime: time.Now(), files: map[string]*fileNode{}, sweepAt: 64}
+	fsys := &FS{meta: m, store: s, fetch: f, source: source, prefix: prefix, opts: opts, log: opts.Logger, mtime: time.Now(), files: map[string]*fileNode{}, sweepAt: 64, holds: newBackingHolds()}
 	fsys.root = newDirNode(fsys, prefix)
 	fsys.passthrough.Store(opts.Passthrough)
 	if opts.DirPrefetch {

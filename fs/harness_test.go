@@ -213,6 +213,14 @@ func newTestFSMeta(t *testing.T, objs map[string]string, mod func(*Options), met
 // (an upload mode, a delay).
 func newTestFSWriteback(t *testing.T, objs map[string]string, mod func(*Options), metaMod func(*meta.Options), wo writeback.Options) *testFS {
 	t.Helper()
+	return newTestFSBacked(t, objs, mod, metaMod, wo, nil)
+}
+
+// newTestFSBacked is newTestFSWriteback with passthrough on and backing
+// files registered through b, as a mount's are (kernelCalls); b nil:
+// passthrough off.
+func newTestFSBacked(t *testing.T, objs map[string]string, mod func(*Options), metaMod func(*meta.Options), wo writeback.Options, b Backing) *testFS {
+	t.Helper()
 	be := newMemBackend(objs)
 	eng, err := uring.New(uring.KindPread, uring.DefaultOptions())
 	if err != nil {
@@ -250,7 +258,12 @@ func newTestFSWriteback(t *testing.T, objs map[string]string, mod func(*Options)
 		_ = store.Close()
 		_ = eng.Close()
 	})
-	return &testFS{t: t, be: be, fsys: fsys, raw: gofs.NewNodeFS(fsys.Root(), &gofs.Options{RootStableAttr: rootStableAttr()})}
+	gopts := &gofs.Options{RootStableAttr: rootStableAttr()}
+	if b != nil {
+		fsys.passthrough.Store(true)
+		gopts.ServerCallbacks = &kernelCalls{backing: b, holds: fsys.holds}
+	}
+	return &testFS{t: t, be: be, fsys: fsys, raw: gofs.NewNodeFS(fsys.Root(), gopts)}
 }
 
 // lookup resolves a slash-separated path from the root, one Lookup per

@@ -109,7 +109,7 @@ func Mount(mountpoint string, fsys *FS, mo MountOptions) (*Mounted, error) {
 	if !fsys.opts.Passthrough {
 		opts.MountOptions.DisabledCapabilities |= fuse.CAP_PASSTHROUGH
 	}
-	srv, reuse, err := mountServer(mountpoint, fsys.Root(), opts, mo.Backing)
+	srv, reuse, err := mountServer(mountpoint, fsys.Root(), opts, mo.Backing, fsys.holds)
 	if err != nil {
 		if strings.Contains(err.Error(), "fusermount exited") {
 			// go-fuse's words: fusermount3's own message went to stderr,

@@ -230,7 +230,10 @@ var _ gofs.FilePassthroughFder = (*liveHandle)(nil)
 
 // PassthroughFd is asked at the creating open only: later opens of the
 // inode reuse the kernel's backing file (go-fuse keeps the id).
-func (h *liveHandle) PassthroughFd() (int, bool) { return int(h.lw.file.Fd()), true }
+func (h *liveHandle) PassthroughFd() (int, bool) {
+	h.n.fsys.holds.asking(h.n)
+	return int(h.lw.file.Fd()), true
+}
 
 // openLive opens n, in a passthrough write session, for reading or
 // writing; nil if n has none. Caller holds n.mu.

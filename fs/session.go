@@ -86,7 +86,9 @@ func (n *fileNode) truncateAtOpen(ctx context.Context, h *fileHandle) syscall.Er
 func (n *fileNode) openRewrite() *liveHandle {
 	w := n.ws()
 	f := n.fsys
-	idle := func() bool { return w.live == nil && w.sess == nil && w.writers == 0 && n.ptOpen == 0 && n.usOpen == 0 }
+	idle := func() bool {
+		return w.live == nil && w.sess == nil && w.writers == 0 && n.ptOpen == 0 && n.usOpen == 0 && n.backingFreeLocked()
+	}
 	n.mu.Lock()
 	ok := idle()
 	n.mu.Unlock()
