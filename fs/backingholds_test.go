@@ -69,7 +69,7 @@ func TestAnOpenRightAfterTheLastReleaseGetsNoStaleBacking(t *testing.T) {
 	}
 
 	var again fuse.OpenOut
-	var status fuse.Status = fuse.ENOSYS
+	status := fuse.ENOSYS
 	releaseHook = func(n *fileNode) {
 		if n != node { // another test's
 			return
