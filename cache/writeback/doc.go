@@ -94,6 +94,8 @@
 // (Register holds it for bookkeeping only; Journal does the I/O
 // unlocked). Known exception: rewriting or deleting a journal entry (a
 // badger write, not synced: retry state in finish and Retry, Rekey,
-// dropLocked), removing a dropped staging file, and Discard's move of a
-// staged file to failed-writes happen under Manager.mu.
+// dropLocked, and Discard's of an older upload it stops), removing a
+// dropped staging file, and Discard's move of a staged file to
+// failed-writes happen under Manager.mu. Discard waits for the uploads it
+// stopped with no lock held.
 package writeback
