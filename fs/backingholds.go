@@ -23,13 +23,21 @@ import "sync"
 // backingHolds is which nodes go-fuse holds a backing registration for.
 type backingHolds struct {
 	mu    sync.Mutex
-	asked *fileNode                        // whose descriptor go-fuse asked for last
-	byID  map[int32]map[*fileNode]struct{} // a registration reused for the same file is shared
+	asked *fileNode // whose descriptor go-fuse asked for last
+	byID  map[int32]holders
 	held  map[*fileNode]int32
 }
 
+// holders are the nodes of one registration: one, unless reusedBacking
+// handed the same file's registration to another node while in use (no
+// allocation for the one: this runs at every first open of a file).
+type holders struct {
+	first *fileNode
+	more  []*fileNode
+}
+
 func newBackingHolds() *backingHolds {
-	return &backingHolds{byID: map[int32]map[*fileNode]struct{}{}, held: map[*fileNode]int32{}}
+	return &backingHolds{byID: map[int32]holders{}, held: map[*fileNode]int32{}}
 }
 
 // asking: go-fuse asks n's handle for a descriptor to register.
@@ -49,10 +57,12 @@ func (b *backingHolds) registered(id int32, ok bool) {
 	if !ok || n == nil {
 		return
 	}
-	if b.byID[id] == nil {
-		b.byID[id] = map[*fileNode]struct{}{}
+	if h, shared := b.byID[id]; shared {
+		h.more = append(h.more, n)
+		b.byID[id] = h
+	} else {
+		b.byID[id] = holders{first: n}
 	}
-	b.byID[id][n] = struct{}{}
 	b.held[n] = id
 }
 
@@ -63,12 +73,20 @@ func (b *backingHolds) registered(id int32, ok bool) {
 func (b *backingHolds) unregistered(id int32) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for n := range b.byID[id] {
-		if b.held[n] == id {
-			delete(b.held, n)
-		}
+	h := b.byID[id]
+	b.letGo(h.first, id)
+	for _, n := range h.more {
+		b.letGo(n, id)
 	}
 	delete(b.byID, id)
+}
+
+// letGo forgets that n holds id, unless n holds another registration
+// since. Caller holds b.mu.
+func (b *backingHolds) letGo(n *fileNode, id int32) {
+	if n != nil && b.held[n] == id {
+		delete(b.held, n)
+	}
 }
 
 // holds reports whether go-fuse still holds a registration for n.

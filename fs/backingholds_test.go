@@ -132,3 +132,33 @@ func openAtTheLastRelease(t *testing.T, f *testFS, key string, ino uint64, h fus
 	}
 	return out
 }
+
+// TestBackingHoldsFollowsSharedRegistrations: a registration two nodes
+// share is let go for both; a node registered again since keeps its new one.
+func TestBackingHoldsFollowsSharedRegistrations(t *testing.T) {
+	b := newBackingHolds()
+	x, y := &fileNode{}, &fileNode{}
+	b.asking(x)
+	b.registered(7, true)
+	b.asking(y)
+	b.registered(7, true)
+	if !b.holds(x) || !b.holds(y) {
+		t.Fatal("a registration's nodes are not held")
+	}
+	b.unregistered(7)
+	if b.holds(x) || b.holds(y) {
+		t.Fatal("a let-go registration still holds its nodes")
+	}
+	b.asking(x)
+	b.registered(8, true)
+	b.asking(x)
+	b.registered(9, false) // failed: nothing more held
+	b.unregistered(7)      // an id x no longer holds
+	if !b.holds(x) {
+		t.Fatal("letting go of an old id let go of the node's new one")
+	}
+	b.unregistered(8)
+	if b.holds(x) || len(b.byID) != 0 || len(b.held) != 0 {
+		t.Fatalf("left behind: %v %v", b.byID, b.held)
+	}
+}
