@@ -73,10 +73,15 @@ func (b *Backend) confirmUpload(ctx context.Context, key string, s sent, cause e
 }
 
 // ambiguous reports a final-request failure that says nothing about
-// whether the upload was finalized: no response (timeouts, broken
-// connections, the chunk transfer timeout) or a session that no longer
-// exists (404, 410: finalized by an earlier attempt, or expired). A 5xx
-// or 4xx answer to the last attempt is the server's verdict.
+// whether the upload was finalized, so that the object is polled for a
+// while: no response (timeouts, broken connections, the chunk transfer
+// timeout) or a session that no longer exists (404, 410: finalized by an
+// earlier attempt, or expired). A 4xx answer to the last attempt is the
+// server's verdict, and so is a 5xx once retries are spent. A 5xx that
+// stands because the upload was stopped (no retry goes out after the
+// stop) may be a gateway's for an answer it lost after the server stored
+// the object: Put asks the object once then
+// (TestStoppedUploadAnsweredByAGateway).
 func ambiguous(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false

@@ -57,9 +57,11 @@
 // checks when the upload is finalized. A final request that failed
 // without a verdict (timed out and re-sent, the re-send finding the
 // session gone; or a 412 the upload's own first attempt may have
-// caused) is checked against the object: a generation other than the
-// one replaced with the data's size and CRC32C is success. The object
-// is polled for a while (confirmWindow) for a late first attempt.
+// caused; or a 5xx left standing because the upload was stopped, which
+// a gateway gives for an answer it lost) is checked against the object:
+// a generation other than the one replaced with the data's size and
+// CRC32C is success. For a failure without any answer the object is
+// polled for a while (confirmWindow) for a late first attempt.
 //
 // # Reads on emulators and custom endpoints
 //

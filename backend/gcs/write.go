@@ -121,8 +121,12 @@ func (b *Backend) Put(ctx context.Context, key string, r io.ReaderAt, size int64
 		}
 		// The final request failed without a verdict (no answer, the
 		// session gone) or with a 412 that the upload itself may have
-		// caused: ask the object.
-		if size-ur.committed() <= chunk && (ambiguous(ctx, err) || httpCode(err) == http.StatusPreconditionFailed) {
+		// caused: ask the object. So too for a 5xx left standing by the
+		// stop (no retry to tell): a gateway gives one for an answer it
+		// lost after the server stored the object.
+		code := httpCode(err)
+		if size-ur.committed() <= chunk && (ambiguous(ctx, err) || code == http.StatusPreconditionFailed ||
+			(code/100 == 5 && backend.Stopped(opt.Stop) && ctx.Err() == nil)) {
 			s := sent{size: size, crc: crc.Sum32(), prior: priorGeneration(opt.IfVersion), window: b.confirmWindow(size)}
 			if oi, ok := b.confirmUpload(ctx, key, s, err); ok {
 				return oi, nil

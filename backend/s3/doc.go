@@ -81,7 +81,13 @@
 // to fail fast. If the answer to a CompleteMultipartUpload is lost and the
 // retry finds NoSuchUpload, or a 412 (a conditional upload's own object),
 // or every answer is lost, the object is accepted if its ETag is the one
-// the parts produce and its size is right. Copy pins the source with a HEAD and copies with
+// the parts produce and its size is right. A one-request PutObject is
+// asked the same way (If-Match its bytes' MD5, the ETag S3 gives it
+// outside SSE-KMS and SSE-C) when a retry of it found a 412, or when the
+// upload's stop refused the retry of an attempt that was sent and went
+// unanswered or got a 5xx (stopGate records that an attempt went out):
+// the bucket may hold it, and the caller takes down what landed after a
+// rename or delete. Copy pins the source with a HEAD and copies with
 // x-amz-copy-source-if-match (CopyObject up to 5 GiB, UploadPartCopy above).
 //
 // What MinIO at the version the Makefile pins (the commit of 2026-02-12,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
@@ -204,8 +205,12 @@ func withTimeout(d time.Duration, stream, counted bool) func(*s3.Options) {
 // stopGate refuses to send another attempt of an upload's last request
 // once the upload is stopped (PutOptions.Stop): an attempt already sent is
 // answered, but no retry goes out after the stop. ErrStopped is not
-// retryable.
-type stopGate struct{ stop <-chan struct{} }
+// retryable. sent, if set, records that an attempt went out: a stop
+// after it says nothing about whether that attempt landed.
+type stopGate struct {
+	stop <-chan struct{}
+	sent *atomic.Bool
+}
 
 func (stopGate) ID() string { return "StrataStopGate" }
 
@@ -215,17 +220,21 @@ func (g stopGate) HandleFinalize(ctx context.Context, in middleware.FinalizeInpu
 	if backend.Stopped(g.stop) {
 		return middleware.FinalizeOutput{}, middleware.Metadata{}, backend.ErrStopped
 	}
+	if g.sent != nil {
+		g.sent.Store(true)
+	}
 	return next.HandleFinalize(ctx, in)
 }
 
-// withStopGate puts a stopGate in every attempt of one operation.
-func withStopGate(stop <-chan struct{}) func(*s3.Options) {
+// withStopGate puts a stopGate in every attempt of one operation; sent
+// (may be nil) records that an attempt was sent.
+func withStopGate(stop <-chan struct{}, sent *atomic.Bool) func(*s3.Options) {
 	return func(o *s3.Options) {
 		if stop == nil {
 			return
 		}
 		o.APIOptions = append(o.APIOptions, func(s *middleware.Stack) error {
-			return s.Finalize.Insert(stopGate{stop: stop}, "Retry", middleware.After)
+			return s.Finalize.Insert(stopGate{stop: stop, sent: sent}, "Retry", middleware.After)
 		})
 	}
 }

@@ -2,6 +2,7 @@ package s3
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync/atomic"
@@ -109,6 +110,14 @@ func timedOut(ctx context.Context, d time.Duration, err error) error {
 		last = n.Add(1) >= silentAfter
 	}
 	return &attemptTimeoutError{d: d, err: err, last: last}
+}
+
+// silent reports an operation given up because its endpoint answered
+// nothing: its silentAfter-th attempt timed out. Asking the endpoint
+// anything more would only wait too.
+func silent(err error) bool {
+	var ate *attemptTimeoutError
+	return errors.As(err, &ate) && ate.last
 }
 
 // progressTransport reports, to the attempt that sent a request (its

@@ -9,6 +9,7 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
@@ -82,6 +83,7 @@ func putErr(op, key, ifVersion string, err error) error {
 // sent (the first one included), but one already sent is answered.
 func (b *Backend) putSingle(ctx context.Context, key string, r io.ReaderAt, size int64, ifVersion string, stop <-chan struct{}) (backend.ObjectInfo, error) {
 	ifMatch, ifNoneMatch := conditions(ifVersion)
+	var sent atomic.Bool
 	out, err := b.client.PutObject(ctx, &s3.PutObjectInput{
 		Bucket:        &b.bucket,
 		Key:           &key,
@@ -89,11 +91,43 @@ func (b *Backend) putSingle(ctx context.Context, key string, r io.ReaderAt, size
 		ContentLength: aws.Int64(size),
 		IfMatch:       ifMatch,
 		IfNoneMatch:   ifNoneMatch,
-	}, b.xferTimeout(), b.sendStall(), withStopGate(stop))
-	if err != nil {
-		return backend.ObjectInfo{}, putErr("put", key, ifVersion, err)
+	}, b.xferTimeout(), b.sendStall(), withStopGate(stop, &sent))
+	if err == nil {
+		return b.written(ctx, key, size, trimETag(out.ETag)), nil
 	}
-	return b.written(ctx, key, size, trimETag(out.ETag)), nil
+	// Landed or not? Asked when no later attempt can tell: the stop
+	// refused the retry of an attempt that was sent (cut, timed out, a
+	// gateway's 5xx), or a retry conditional on the key's old state
+	// found the object the lost attempt made (412). A retry spent on an
+	// endpoint that answers nothing is not asked either: it would only
+	// wait too, and the writer's own retry, conditional, finds out.
+	if ctx.Err() == nil && !silent(err) &&
+		(classify(err) == backend.ErrPreconditionFailed || (errors.Is(err, backend.ErrStopped) && sent.Load())) {
+		if info, ok := b.putLanded(ctx, key, r, size); ok {
+			return info, nil
+		}
+	}
+	return backend.ObjectInfo{}, putErr("put", key, ifVersion, err)
+}
+
+// putLanded reports whether key holds the size bytes of r, after a put
+// whose answer says nothing of whether it landed: its attempt went
+// unanswered (a cut connection, a gateway's 5xx) and the retry was
+// refused by the stop (the file deleted or renamed meanwhile), or found
+// the object that attempt made (412 on a conditional retry). A
+// one-request put's ETag is its bytes' MD5 (not under SSE-KMS or SSE-C:
+// there the object is not recognised, and the failure stands). The
+// bytes are read again for it: a rare path.
+func (b *Backend) putLanded(ctx context.Context, key string, r io.ReaderAt, size int64) (backend.ObjectInfo, bool) {
+	h := md5.New()
+	if _, err := io.Copy(h, io.NewSectionReader(r, 0, size)); err != nil {
+		return backend.ObjectInfo{}, false
+	}
+	info, err := b.head(ctx, "put", key, hex.EncodeToString(h.Sum(nil)))
+	if err != nil || info.Size != size {
+		return backend.ObjectInfo{}, false
+	}
+	return info, true
 }
 
 // written builds the ObjectInfo of a just-written object. The write
@@ -228,7 +262,7 @@ func (b *Backend) complete(ctx context.Context, key, id string, parts []types.Co
 		MultipartUpload: &types.CompletedMultipartUpload{Parts: parts},
 		IfMatch:         ifMatch,
 		IfNoneMatch:     ifNoneMatch,
-	}, b.xferTimeout(), b.sendStall(), withStopGate(stop))
+	}, b.xferTimeout(), b.sendStall(), withStopGate(stop, nil))
 	if err == nil {
 		return trimETag(out.ETag), nil
 	}
