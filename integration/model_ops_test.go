@@ -204,7 +204,10 @@ func modelRuns(t *testing.T, srv server, modes []string, base, seeds uint64, ste
 				failed := func(what string) {
 					all := filepath.Join(os.TempDir(), fmt.Sprintf("strata-model-%s-%s-seed%d.log", srv.name(), mode, seed))
 					_ = os.WriteFile(all, []byte(strings.Join(r.log, "\n")+"\n"+what+"\n"), 0o644)
-					t.Errorf("seed %d, call %d: %s\nthe last calls (all in %s; again: STRATA_MODEL_BACKENDS=%s STRATA_MODEL_MODES=%s STRATA_MODEL_SEED=%d STRATA_MODEL_SEEDS=1):\n%s",
+					if b, err := os.ReadFile(filepath.Join(m.cacheDir, "strata.log")); err == nil { // the daemon's side
+						_ = os.WriteFile(strings.TrimSuffix(all, ".log")+".daemon.log", b, 0o644)
+					}
+					t.Errorf("seed %d, call %d: %s\nthe last calls (all in %s, the daemon's log beside it; again: STRATA_MODEL_BACKENDS=%s STRATA_MODEL_MODES=%s STRATA_MODEL_SEED=%d STRATA_MODEL_SEEDS=1):\n%s",
 						seed, len(r.log), what, all, srv.name(), mode, seed, strings.Join(r.log[max(0, len(r.log)-40):], "\n"))
 				}
 				diff := ""
