@@ -71,6 +71,13 @@ func (s *Store) Acquire(k ObjectKey) (*Object, error) {
 	return s.acquire(k, false)
 }
 
+// AcquireCached is Acquire for an entry the cache has: it creates none
+// (an absent one is an error), and records no access. For a version that
+// may be an older one of its key, which Acquire would make current.
+func (s *Store) AcquireCached(k ObjectKey) (*Object, error) {
+	return s.acquire(k, true)
+}
+
 // acquire is Acquire; quiet (the background verifier) neither records an
 // access nor creates an entry: an object evicted meanwhile is errGone.
 func (s *Store) acquire(k ObjectKey, quiet bool) (*Object, error) {

@@ -118,5 +118,9 @@
 // with no fs lock. A file whose name went (markUnlinked) keeps its session
 // for its descriptors, orphaned (Staging.Orphan, under fileNode.mu: the
 // name is no longer being written as far as the manager knows), until the
-// last of them is released (discardIfGone).
+// last of them is released (discardIfGone). Without a session, it keeps
+// what holds its bytes for them until then: the pending upload's content
+// (orphan, past orphanGrace only while descriptors are open), or the
+// cached copy of its bucket version (gonePin, acquired with no lock held,
+// then installed under fileNode.mu).
 package fs

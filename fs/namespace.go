@@ -209,6 +209,11 @@ func (f *FS) replaced(d *dirNode, name string) []*fileNode {
 	return ns
 }
 
+// orphanGrace is how long a gone file's committed bytes are kept for the
+// opens that come after its name went (cache.ReplacedGrace; shortened by
+// tests).
+var orphanGrace = cache.ReplacedGrace
+
 // markUnlinked stops the node from uploading anything: its name is gone
 // (an unlink, a rename over it). Called before the manager cancels the
 // key's uploads, it keeps the committed content the node has (see
@@ -225,11 +230,67 @@ func (n *fileNode) markUnlinked() {
 	}
 	if w := n.peekWS(); c != nil && w.session() == nil && n.entry.Local && (w == nil || w.orphan == nil) {
 		n.ws().orphan, c = c, nil // committed content: keep it (a node only read has none)
-		time.AfterFunc(cache.ReplacedGrace, n.dropOrphan)
+		time.AfterFunc(orphanGrace, n.dropOrphan)
 	}
+	version, pin := n.pinnableLocked()
+	e := n.entry
 	n.mu.Unlock()
 	c.Release()
+	if pin && version == "" {
+		// A local entry whose upload, another inode's of the name (the
+		// kernel forgot the writer's), has landed: the name's entry in
+		// the namespace is that version, until the caller changes it.
+		dir, name := meta.Parent(n.key.get())
+		if k, ok := n.fsys.meta.Known(dir, name); ok && !k.Local && !k.Dir && k.Size == e.Size {
+			version = k.Version
+		}
+	}
+	if pin && version != "" {
+		n.pinGoneVersion(e, version)
+	}
 	n.fsys.untrack(n.key.get(), n)
+}
+
+// pinnableLocked reports whether a node whose name just went needs its
+// bucket version kept (descriptors hold it and nothing else keeps its
+// bytes: no session, no committed content), and which version it is: the
+// one the bucket had, or the one its own upload made ("" when the node
+// does not know it). Caller holds n.mu.
+func (n *fileNode) pinnableLocked() (string, bool) {
+	w := n.peekWS()
+	if n.usOpen+n.ptOpen == 0 || w.session() != nil || (w != nil && (w.orphan != nil || w.gonePin != nil)) {
+		return "", false
+	}
+	if !n.entry.Local {
+		return n.entry.Version, n.entry.Version != ""
+	}
+	v, _ := w.ownJob().Landed()
+	return v, true
+}
+
+// pinGoneVersion keeps the cached copy of version (if the cache has it)
+// for the node's descriptors, until the last of them is released: the
+// bucket no longer has it once the name went, and the cache retires a
+// replaced version after its grace, or evicts it.
+func (n *fileNode) pinGoneVersion(e meta.Entry, version string) {
+	f := n.fsys
+	obj, err := f.store.AcquireCached(cache.ObjectKey{Source: f.source, Key: n.key.get(), Version: version, Size: e.Size, MTime: e.MTime})
+	if err != nil {
+		return // not cached: its descriptors read what they can from the bucket
+	}
+	n.mu.Lock()
+	if w := n.ws(); w.gonePin == nil && n.usOpen+n.ptOpen > 0 {
+		w.gonePin, obj = obj, nil
+		if n.entry.Local && w.session() == nil {
+			// A local entry whose upload landed: it is that version now
+			// (as refresh makes a node whose own upload landed).
+			n.entry.Local, n.entry.Version, n.base = false, version, version
+		}
+	}
+	n.mu.Unlock()
+	if obj != nil {
+		obj.Release() // released meanwhile, or pinned by another call
+	}
 }
 
 // content returns the node's committed content, if it has any: the
@@ -261,9 +322,18 @@ func (n *fileNode) content() (*writeback.Content, bool) {
 	return n.fsys.wb.Content(n.key.get())
 }
 
+// dropOrphan lets a gone file's committed bytes go once orphanGrace has
+// passed, unless descriptors still hold the file: as on local disk, it
+// lives on for them, and its bytes go at the last release
+// (discardIfGone).
 func (n *fileNode) dropOrphan() {
 	n.mu.Lock()
 	w := n.ws() // it has one: markUnlinked set orphan
+	if n.usOpen > 0 || n.ptOpen > 0 {
+		w.orphanHeld = true
+		n.mu.Unlock()
+		return
+	}
 	c := w.orphan
 	w.orphan = nil
 	n.mu.Unlock()

@@ -5,9 +5,11 @@ import (
 	"context"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/hanwen/go-fuse/v2/fuse"
 
+	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/writeback"
 )
 
@@ -209,4 +211,198 @@ func (f *testFS) createWritten(name, data string) (fuse.InHeader, uint64) {
 		f.t.Fatal(s)
 	}
 	return in, out.Fh
+}
+
+// TestADescriptorOfAGoneFileOutlivesTheGrace: a file closed (its upload
+// pending, --upload async), opened again, then deleted or replaced by a
+// rename over it before that descriptor wrote. Its bytes were only in
+// the pending upload, which the unlink or rename cancels; the node kept
+// them for cache.ReplacedGrace (for a reader that looked the name up just
+// before) and then let them go, though the descriptor was still open:
+// its reads and writes after that failed with ESTALE (found by
+// TestRandomCallsMatchLocalDisk, seed 35 of `async`). On local disk the
+// file lives on for its descriptors until the last one closes.
+func TestADescriptorOfAGoneFileOutlivesTheGrace(t *testing.T) {
+	for _, how := range []string{"unlink", "rename over"} {
+		t.Run(how, func(t *testing.T) {
+			shortenOrphanGrace(t, 10*time.Millisecond)
+			wo := writeback.DefaultOptions()
+			wo.Mode = writeback.Async // 5 s delay: the upload stays pending
+			f := newTestFSWriteback(t, nil, nil, nil, wo)
+			root := fuse.InHeader{NodeId: rootIno}
+			in, fh := f.createWritten("f", "old bytes")
+			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
+				t.Fatalf("close: %v", s)
+			}
+			f.release(in.NodeId, fh)
+			fh = f.open(in.NodeId, syscall.O_RDWR)
+			switch how {
+			case "unlink":
+				if s := f.raw.Unlink(nil, &root, "f"); s != fuse.OK {
+					t.Fatalf("unlink: %v", s)
+				}
+			default:
+				gIn, gFh := f.createWritten("g", "new")
+				f.release(gIn.NodeId, gFh)
+				if errno := f.rename("g", "f", 0); errno != 0 {
+					t.Fatalf("rename g f: %v", errno)
+				}
+			}
+			time.Sleep(50 * time.Millisecond) // the grace has passed
+			if got, errno := f.read(in.NodeId, fh, 0, 100); errno != 0 || string(got) != "old bytes" {
+				t.Errorf("read through the descriptor after the grace: %q, %v; want %q", got, errno, "old bytes")
+			}
+			if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh, Offset: 4}, []byte("BYTES")); s != fuse.OK {
+				t.Errorf("write through the descriptor after the grace: %v", s)
+			}
+			if got, errno := f.read(in.NodeId, fh, 0, 100); errno != 0 || string(got) != "old BYTES" {
+				t.Errorf("read after the write: %q, %v; want %q", got, errno, "old BYTES")
+			}
+			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
+				t.Errorf("close: %v", s)
+			}
+			f.release(in.NodeId, fh)
+			if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			want := map[string]string{}
+			if how != "unlink" {
+				want["f"] = "new"
+			}
+			for _, k := range f.be.keys() {
+				if got, _ := f.be.get(k); got != want[k] {
+					t.Errorf("the bucket holds %q = %q", k, got)
+				}
+			}
+			if len(f.be.keys()) != len(want) {
+				t.Errorf("the bucket holds %q, want %q", f.be.keys(), want)
+			}
+		})
+	}
+}
+
+// shortenOrphanGrace sets how long a gone file's committed bytes are kept
+// for opens after its name went, for one test.
+func shortenOrphanGrace(t *testing.T, d time.Duration) {
+	old := orphanGrace
+	orphanGrace = d
+	t.Cleanup(func() { orphanGrace = old })
+}
+
+// TestADescriptorOfAGoneFileKeepsItsCachedCopy: a file of the bucket, read
+// whole (cached) and open for writing, not written yet, is replaced by a
+// rename over it or deleted. Its first write stages the version it has,
+// which only the cache still holds: the bucket's name holds the new file
+// or nothing. The cache let that version go (a replaced version is
+// retired after cache.ReplacedGrace; eviction, here EvictNow, does the
+// same), though the descriptor was open, and the write failed with ESTALE
+// (found by TestRandomCallsMatchLocalDisk, seed 35 of `async`: a pwrite
+// 1.5 s after the rename over the file). A file whose name went keeps
+// its cached copy until its last descriptor is released.
+func TestADescriptorOfAGoneFileKeepsItsCachedCopy(t *testing.T) {
+	for _, how := range []string{"unlink", "rename over"} {
+		t.Run(how, func(t *testing.T) {
+			t.Parallel() // each waits out the cache's grace
+			f := newTestFS(t, map[string]string{"f": "old bytes"})
+			root := fuse.InHeader{NodeId: rootIno}
+			e, errno := f.lookup("f")
+			if errno != 0 {
+				t.Fatalf("lookup f: %v", errno)
+			}
+			in := fuse.InHeader{NodeId: e.NodeId}
+			rfh := f.open(e.NodeId, syscall.O_RDONLY)
+			if got, errno := f.read(e.NodeId, rfh, 0, 100); errno != 0 || string(got) != "old bytes" {
+				t.Fatalf("read: %q, %v", got, errno)
+			}
+			f.release(e.NodeId, rfh)
+			fh := f.open(e.NodeId, syscall.O_RDWR)
+			switch how {
+			case "unlink":
+				if s := f.raw.Unlink(nil, &root, "f"); s != fuse.OK {
+					t.Fatalf("unlink: %v", s)
+				}
+			default:
+				gIn, gFh := f.createSynced("g", "new")
+				f.release(gIn.NodeId, gFh)
+				if errno := f.rename("g", "f", 0); errno != 0 {
+					t.Fatalf("rename g f: %v", errno)
+				}
+			}
+			time.Sleep(cache.ReplacedGrace + 500*time.Millisecond) // the replaced version retired
+			if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh, Offset: 4}, []byte("BYTES")); s != fuse.OK {
+				t.Errorf("write through the descriptor: %v", s)
+			}
+			if got, errno := f.read(e.NodeId, fh, 0, 100); errno != 0 || string(got) != "old BYTES" {
+				t.Errorf("read after the write: %q, %v; want %q", got, errno, "old BYTES")
+			}
+			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
+				t.Errorf("close: %v", s)
+			}
+			f.release(e.NodeId, fh)
+			want := map[string]string{}
+			if how != "unlink" {
+				want["f"] = "new"
+			}
+			if got := f.be.keys(); len(got) != len(want) {
+				t.Errorf("the bucket holds %q, want %q", got, want)
+			}
+			for k, v := range want {
+				if got, _ := f.be.get(k); got != v {
+					t.Errorf("the bucket's %s = %q, want %q", k, got, v)
+				}
+			}
+		})
+	}
+}
+
+// TestADescriptorOfAGoneFileKeepsItsLandedVersion: as above, for a file
+// written on this mount whose upload was pending when the kernel looked
+// it up again (after forgetting the writer's inode) and opened it for
+// writing, and landed before another file was renamed over it. That
+// node stands for the local entry, not for a version: it knew no
+// version to keep, the cache retired the landed one after its grace, and
+// the descriptor's first write failed with ESTALE (found by
+// TestRandomCallsMatchLocalDisk, seed 35 of `async`).
+func TestADescriptorOfAGoneFileKeepsItsLandedVersion(t *testing.T) {
+	t.Parallel() // it waits out the cache's grace
+	wo := writeback.DefaultOptions()
+	wo.Mode = writeback.Async // 5 s delay: pending until WaitAll
+	f := newTestFSWriteback(t, nil, nil, nil, wo)
+	in, fh := f.createWritten("f", "old bytes")
+	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
+		t.Fatalf("close: %v", s)
+	}
+	f.release(in.NodeId, fh)
+	f.raw.Forget(in.NodeId, 1) // drop_caches: the kernel forgets the writer's inode
+	e, errno := f.lookup("f")
+	if errno != 0 {
+		t.Fatalf("lookup f: %v", errno)
+	}
+	in = fuse.InHeader{NodeId: e.NodeId}
+	fh = f.open(e.NodeId, syscall.O_RDWR)
+	if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil { // the upload lands
+		t.Fatal(err)
+	}
+	gIn, gFh := f.createSynced("g", "new")
+	f.release(gIn.NodeId, gFh)
+	if errno := f.rename("g", "f", 0); errno != 0 {
+		t.Fatalf("rename g f: %v", errno)
+	}
+	time.Sleep(cache.ReplacedGrace + 500*time.Millisecond) // the replaced version retired
+	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh, Offset: 4}, []byte("BYTES")); s != fuse.OK {
+		t.Errorf("write through the descriptor: %v", s)
+	}
+	if got, errno := f.read(e.NodeId, fh, 0, 100); errno != 0 || string(got) != "old BYTES" {
+		t.Errorf("read after the write: %q, %v; want %q", got, errno, "old BYTES")
+	}
+	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
+		t.Errorf("close: %v", s)
+	}
+	f.release(e.NodeId, fh)
+	if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := f.be.get("f"); got != "new" || len(f.be.keys()) != 1 {
+		t.Errorf("the bucket holds %q, f = %q; want f = %q only", f.be.keys(), got, "new")
+	}
 }

@@ -367,8 +367,9 @@ func (n *fileNode) release(h *fileHandle) {
 }
 
 // discardIfGone throws away the write session of a file whose name is
-// gone once no descriptor holds the file any more: what it held was never
-// going to be uploaded, and nobody can read it again.
+// gone once no descriptor holds the file any more, and the committed
+// bytes it kept past orphanGrace for them (dropOrphan): what it held was
+// never going to be uploaded, and nobody can read it again.
 func (n *fileNode) discardIfGone() {
 	w := n.peekWS()
 	if w == nil {
@@ -376,16 +377,30 @@ func (n *fileNode) discardIfGone() {
 	}
 	w.sessMu.Lock()
 	n.mu.Lock()
-	st := w.sess
-	if st == nil || !n.unlinked || n.usOpen > 0 || n.ptOpen > 0 {
+	if !n.unlinked || n.usOpen > 0 || n.ptOpen > 0 {
 		n.mu.Unlock()
 		w.sessMu.Unlock()
 		return
 	}
-	w.sess, w.tids = nil, nil
+	st := w.sess
+	if st != nil {
+		w.sess, w.tids = nil, nil
+	}
+	var orphan *writeback.Content
+	if w.orphanHeld {
+		orphan, w.orphan, w.orphanHeld = w.orphan, nil, false
+	}
+	pin := w.gonePin
+	w.gonePin = nil
 	n.mu.Unlock()
 	w.sessMu.Unlock()
-	st.Discard()
+	orphan.Release()
+	if pin != nil {
+		pin.Release()
+	}
+	if st != nil {
+		st.Discard()
+	}
 }
 
 // abandonLocked drops a session in which a write failed: an object store

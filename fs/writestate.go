@@ -73,9 +73,16 @@ type writeState struct {
 	unfollowed, followed bool
 	followBytes          int64
 	// orphan is the committed content the node had when its name went
-	// (markUnlinked), held for cache.ReplacedGrace: its key may name
+	// (markUnlinked), held for orphanGrace, or until the last of the
+	// descriptors open then is released (orphanHeld): its key may name
 	// another file by now.
-	orphan *writeback.Content
+	orphan     *writeback.Content
+	orphanHeld bool
+	// gonePin holds the cached copy of the bucket version a node stood
+	// for when its name went with descriptors open (markUnlinked): their
+	// reads and their first write stage it, and the bucket no longer has
+	// it. Released at the last release (discardIfGone).
+	gonePin *cache.Object
 }
 
 // ws returns the node's write state, making it on first use.
