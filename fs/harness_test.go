@@ -31,6 +31,9 @@ type memBackend struct {
 	objs map[string]memObject
 	seq  int
 	fail error // if set, Stat and List return it
+	// beforeCopy, if set, runs at the start of every Copy (another
+	// client's change between a listing and the copy of what it listed).
+	beforeCopy func(src string)
 }
 
 type memObject struct {
@@ -167,6 +170,9 @@ func (b *memBackend) Delete(ctx context.Context, key string) error {
 }
 
 func (b *memBackend) Copy(ctx context.Context, src, srcVersion, dst string) (backend.ObjectInfo, error) {
+	if b.beforeCopy != nil {
+		b.beforeCopy(src)
+	}
 	b.mu.Lock()
 	o, ok := b.objs[src]
 	b.mu.Unlock()

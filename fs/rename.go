@@ -2,6 +2,7 @@ package fs
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -251,6 +252,14 @@ func (f *FS) copyAll(ctx context.Context, cp backend.Copier, objs []backend.Obje
 			defer func() { <-sem; wg.Done() }()
 			dst := newPrefix + strings.TrimPrefix(o.Key, oldPrefix)
 			info, err := cp.Copy(ctx, o.Key, o.Version, dst)
+			if errors.Is(err, backend.ErrNotExist) {
+				// Gone since the listing (deleted by another client, an
+				// upload overtaken by a rename taken back down, or a
+				// listing served stale): nothing to move, as the
+				// journal's replay of a rename has it (finishMove).
+				f.log.Debug("fs: rename: an object listed under the directory is gone; skipped", "key", o.Key)
+				return
+			}
 			if err != nil {
 				mu.Lock()
 				if first == nil {
