@@ -30,8 +30,11 @@ type modelRun struct {
 	// it has no local disk counterpart, and the calls that follow must
 	// still give what local disk gives.
 	strata func(args ...string) error
-	dataID int
-	fdID   int
+	// restart unmounts (or kills) the mount and mounts it again on the
+	// same cache dir; it returns the run's root in the new mount.
+	restart func(kill bool) (string, error)
+	dataID  int
+	fdID    int
 }
 
 type fdPair struct {
@@ -235,7 +238,7 @@ func (r *modelRun) step() string {
 			return digest(b), err
 		})
 	default:
-		switch r.rng.IntN(3) {
+		switch r.rng.IntN(6) {
 		case 0:
 			if r.drop != nil {
 				r.log = append(r.log, "drop_caches")
@@ -243,10 +246,49 @@ func (r *modelRun) step() string {
 			}
 		case 1:
 			return r.onMount("sync")
-		default:
+		case 2:
 			return r.onMount("uploads", "--retry")
+		case 3: // truncate by path
+			p := r.filePath()
+			size := r.offset(120000)
+			return both(fmt.Sprintf("truncate(%s, %d)", p, size), func(root string) (string, error) {
+				return "", unix.Truncate(filepath.Join(root, p), size)
+			})
+		case 4: // fsync of a directory
+			d := r.pick(modelDirs)
+			return both(fmt.Sprintf("fsync(dir %s)", d), func(root string) (string, error) {
+				fd, err := unix.Open(filepath.Join(root, d), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+				if err != nil {
+					return "", err
+				}
+				defer unix.Close(fd)
+				return "", unix.Fsync(fd)
+			})
+		default:
+			return r.restartMount()
 		}
 	}
+	return ""
+}
+
+// restartMount closes every descriptor (a mount cannot go while they are
+// open), then unmounts or kills the mount with SIGKILL, and mounts the
+// bucket again on the same cache dir: every call before returned, so
+// the new mount must hold what local disk holds.
+func (r *modelRun) restartMount() string {
+	if r.restart == nil {
+		return ""
+	}
+	if d := r.closeAll(); d != "" {
+		return d
+	}
+	kill := r.rng.IntN(2) == 0
+	r.log = append(r.log, fmt.Sprintf("restart the mount (kill -9: %v)", kill))
+	mnt, err := r.restart(kill)
+	if err != nil {
+		return fmt.Sprintf("restart (kill -9: %v): %v", kill, err)
+	}
+	r.mnt = mnt
 	return ""
 }
 

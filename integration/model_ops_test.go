@@ -183,7 +183,8 @@ func modelRuns(t *testing.T, srv server, modes []string, base, seeds uint64, ste
 			if mode == "async-nodelay" { // every upload starts at its last close
 				args = []string{"--upload", "async", "--upload-delay", "0"}
 			}
-			m := startMount(t, srv, srv.source(bucket, ""), "", args...)
+			cacheDir := t.TempDir()
+			m := startMount(t, srv, srv.source(bucket, ""), cacheDir, args...)
 			for seed := base; seed < base+seeds; seed++ {
 				name := fmt.Sprintf("seed%d", seed)
 				local := filepath.Join(t.TempDir(), name)
@@ -200,6 +201,19 @@ func modelRuns(t *testing.T, srv server, modes []string, base, seeds uint64, ste
 							return fmt.Errorf("%w: %s", err, out)
 						}
 						return nil
+					},
+					restart: func(kill bool) (string, error) {
+						if kill {
+							m.kill9()
+						} else {
+							m.unmount()
+						}
+						again, out, err := tryMount(t, srv, srv.source(bucket, ""), cacheDir, args...)
+						if err != nil {
+							return "", fmt.Errorf("%w: %s", err, out)
+						}
+						m = again
+						return filepath.Join(m.dir, name), nil
 					}}
 				failed := func(what string) {
 					all := filepath.Join(os.TempDir(), fmt.Sprintf("strata-model-%s-%s-seed%d.log", srv.name(), mode, seed))

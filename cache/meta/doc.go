@@ -10,7 +10,9 @@
 //
 // After a restart a directory's listing comes from the index the first
 // time it is needed; callers arriving while that read runs wait for it
-// (dirState.diskRead) instead of asking the backend.
+// (dirState.diskRead) instead of asking the backend. An edit (Upsert,
+// Remove) of a directory not read yet in this run reads that listing
+// first, so that the edit reaches it, in memory and in the index.
 //
 // A listing is loaded page by page; readers stream entries as pages
 // arrive, and concurrent readers of one directory share one load. Local

@@ -97,6 +97,11 @@ func (c *Cache) mutate(dir, name string, e *Entry) {
 	}
 
 	ds := c.dir(dir)
+	// A listing an earlier run kept in the index is read first, so that
+	// the edit reaches it: edited there unread, it came back without the
+	// edit at the directory's first use (an upload the journal resumed,
+	// landing at mount).
+	ds.current(c)
 	ds.mu.Lock()
 	old := ds.cur
 	ds.mutatedAt = now

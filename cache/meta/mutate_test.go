@@ -84,3 +84,39 @@ func waitCurrent(t *testing.T, c *Cache, dir string) {
 	}
 	t.Fatalf("listing of %q never became current", dir)
 }
+
+// TestAnEditAfterARestartReachesTheKeptListing: a listing kept in the
+// index by an earlier run, and an edit of that directory made before
+// this run read the listing (an upload the journal resumed at mount,
+// landing at once after a kill -9). The edit went to the point lookup
+// only: the directory's first read then loaded the kept listing without
+// it, and the file was missing from readdir (after a kill -9 and a
+// restart with uploads pending, the whole tree written before the kill
+// vanished from the mount once they landed, found by
+// TestRandomCallsMatchLocalDisk with restarts). Deletions the same.
+func TestAnEditAfterARestartReachesTheKeptListing(t *testing.T) {
+	dir := t.TempDir()
+	be := newFake(1000, "d/a", "d/gone")
+	ix := openIndex(t, dir)
+	c := newCache(t, be, ix, Indefinite, &testClock{})
+	readAll(t, c, "d/")
+	c.Close()
+	ix.Close()
+
+	ix = openIndex(t, dir)
+	c = newCache(t, be, ix, Indefinite, &testClock{})
+	c.Upsert("d/", Entry{Name: "new", Size: 7, Version: "v1"})
+	c.Remove("d/", "gone")
+	if got := readAll(t, c, "d/"); fmt.Sprint(got) != "[a new]" {
+		t.Fatalf("the directory after the edits: %v, want [a new]", got)
+	}
+	c.Close()
+	ix.Close()
+
+	ix = openIndex(t, dir) // and what the index keeps has them
+	defer ix.Close()
+	c = newCache(t, be, ix, Indefinite, &testClock{})
+	if got := readAll(t, c, "d/"); fmt.Sprint(got) != "[a new]" {
+		t.Fatalf("the directory after another restart: %v, want [a new]", got)
+	}
+}
