@@ -101,3 +101,62 @@ func TestEveryCrashPointLeavesTheJournalsBytesFindable(t *testing.T) {
 		t.Error(b)
 	}
 }
+
+// TestACrashAfterAnUploadLandsLeavesItFindable: at every point where a
+// kill -9 can fall once an upload has landed, the next mount must find
+// it journaled (and recognise that it landed) or the namespace must have
+// heard of it. The journal entry went first: killed before the namespace
+// update, the next mount found nothing to resume and listed the version
+// before the upload (kept in the index), while the bucket held the new
+// one, until the metadata TTL (for good with indefinite) (found by
+// TestRandomCallsMatchLocalDisk with restarts: a file read at its size
+// before the last close's upload).
+func TestACrashAfterAnUploadLandsLeavesItFindable(t *testing.T) {
+	var mu sync.Mutex
+	var cur *env
+	var bad []string
+	crashTestHook = func(m *Manager) {
+		mu.Lock()
+		e := cur
+		mu.Unlock()
+		if e == nil {
+			return
+		}
+		journaled := false
+		_ = m.ix.ScanUploads(func(_ uint64, r index.UploadRecord, err error) error {
+			journaled = journaled || (err == nil && r.Key == "k")
+			return nil
+		})
+		if _, heard := e.uploaded.Load("k"); !journaled && !heard {
+			_, file, line, _ := runtime.Caller(2)
+			mu.Lock()
+			bad = append(bad, fmt.Sprintf("killed at %s:%d: the landed upload is neither journaled nor in the namespace", filepath.Base(file), line))
+			mu.Unlock()
+		}
+	}
+	t.Cleanup(func() { crashTestHook = nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	for _, mode := range []Mode{Sync, Async} {
+		e := newEnv(t, mode, newBucket(), "")
+		mu.Lock()
+		cur = e
+		mu.Unlock()
+		j, err := e.m.Commit(ctx, "k", e.stage(t, []byte("landed")), backend.VersionAbsent, 1)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := j.Wait(ctx); err != nil {
+			t.Fatal(err)
+		}
+		mu.Lock()
+		cur = nil
+		mu.Unlock()
+		e.close()
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, b := range bad {
+		t.Error(b)
+	}
+}

@@ -233,14 +233,18 @@ func (m *Manager) upload(stop context.Context, j *Job, r index.UploadRecord) {
 			j.info = info // a rewrite committed from now on follows it too
 			m.landedLocked(r, info.Version)
 			m.mu.Unlock()
+			if m.names != nil {
+				// The bucket's entry first, while the job still stands for
+				// the file: no lookup finds neither. And before its journal
+				// entry goes (complete): killed in between, the next mount
+				// resumes the upload, finds it landed and records it; the
+				// other order left it listing the version before.
+				dir, name := meta.Parent(r.Key)
+				m.names.Upsert(dir, meta.Entry{Name: name, Size: r.Size, MTime: r.MTime, Version: info.Version})
+			}
+			m.crashPoint()
 			err = m.complete(j, r, path, info)
 		}
-	}
-	if err == nil && m.names != nil {
-		// The bucket's entry first, while the job still stands for the
-		// file: no lookup finds neither.
-		dir, name := meta.Parent(r.Key)
-		m.names.Upsert(dir, meta.Entry{Name: name, Size: r.Size, MTime: r.MTime, Version: info.Version})
 	}
 	m.finish(j, r, info, err)
 }
