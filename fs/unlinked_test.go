@@ -229,54 +229,19 @@ func TestADescriptorOfAGoneFileOutlivesTheGrace(t *testing.T) {
 			wo := writeback.DefaultOptions()
 			wo.Mode = writeback.Async // 5 s delay: the upload stays pending
 			f := newTestFSWriteback(t, nil, nil, nil, wo)
-			root := fuse.InHeader{NodeId: rootIno}
 			in, fh := f.createWritten("f", "old bytes")
 			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
 				t.Fatalf("close: %v", s)
 			}
 			f.release(in.NodeId, fh)
 			fh = f.open(in.NodeId, syscall.O_RDWR)
-			switch how {
-			case "unlink":
-				if s := f.raw.Unlink(nil, &root, "f"); s != fuse.OK {
-					t.Fatalf("unlink: %v", s)
-				}
-			default:
-				gIn, gFh := f.createWritten("g", "new")
-				f.release(gIn.NodeId, gFh)
-				if errno := f.rename("g", "f", 0); errno != 0 {
-					t.Fatalf("rename g f: %v", errno)
-				}
-			}
+			f.nameGoes(how, "f", f.createWritten)
 			time.Sleep(50 * time.Millisecond) // the grace has passed
 			if got, errno := f.read(in.NodeId, fh, 0, 100); errno != 0 || string(got) != "old bytes" {
 				t.Errorf("read through the descriptor after the grace: %q, %v; want %q", got, errno, "old bytes")
 			}
-			if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh, Offset: 4}, []byte("BYTES")); s != fuse.OK {
-				t.Errorf("write through the descriptor after the grace: %v", s)
-			}
-			if got, errno := f.read(in.NodeId, fh, 0, 100); errno != 0 || string(got) != "old BYTES" {
-				t.Errorf("read after the write: %q, %v; want %q", got, errno, "old BYTES")
-			}
-			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
-				t.Errorf("close: %v", s)
-			}
-			f.release(in.NodeId, fh)
-			if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
-				t.Fatal(err)
-			}
-			want := map[string]string{}
-			if how != "unlink" {
-				want["f"] = "new"
-			}
-			for _, k := range f.be.keys() {
-				if got, _ := f.be.get(k); got != want[k] {
-					t.Errorf("the bucket holds %q = %q", k, got)
-				}
-			}
-			if len(f.be.keys()) != len(want) {
-				t.Errorf("the bucket holds %q, want %q", f.be.keys(), want)
-			}
+			f.writeThroughTheGoneFile(in, fh)
+			f.wantBucket(how, "f")
 		})
 	}
 }
@@ -294,17 +259,16 @@ func shortenOrphanGrace(t *testing.T, d time.Duration) {
 // rename over it or deleted. Its first write stages the version it has,
 // which only the cache still holds: the bucket's name holds the new file
 // or nothing. The cache let that version go (a replaced version is
-// retired after cache.ReplacedGrace; eviction, here EvictNow, does the
-// same), though the descriptor was open, and the write failed with ESTALE
-// (found by TestRandomCallsMatchLocalDisk, seed 35 of `async`: a pwrite
-// 1.5 s after the rename over the file). A file whose name went keeps
-// its cached copy until its last descriptor is released.
+// retired after cache.ReplacedGrace), though the descriptor was open,
+// and the write failed with ESTALE (found by
+// TestRandomCallsMatchLocalDisk, seed 35 of `async`: a pwrite 1.5 s after
+// the rename over the file). A file whose name went keeps its cached copy
+// until its last descriptor is released.
 func TestADescriptorOfAGoneFileKeepsItsCachedCopy(t *testing.T) {
 	for _, how := range []string{"unlink", "rename over"} {
 		t.Run(how, func(t *testing.T) {
 			t.Parallel() // each waits out the cache's grace
 			f := newTestFS(t, map[string]string{"f": "old bytes"})
-			root := fuse.InHeader{NodeId: rootIno}
 			e, errno := f.lookup("f")
 			if errno != 0 {
 				t.Fatalf("lookup f: %v", errno)
@@ -316,41 +280,10 @@ func TestADescriptorOfAGoneFileKeepsItsCachedCopy(t *testing.T) {
 			}
 			f.release(e.NodeId, rfh)
 			fh := f.open(e.NodeId, syscall.O_RDWR)
-			switch how {
-			case "unlink":
-				if s := f.raw.Unlink(nil, &root, "f"); s != fuse.OK {
-					t.Fatalf("unlink: %v", s)
-				}
-			default:
-				gIn, gFh := f.createSynced("g", "new")
-				f.release(gIn.NodeId, gFh)
-				if errno := f.rename("g", "f", 0); errno != 0 {
-					t.Fatalf("rename g f: %v", errno)
-				}
-			}
+			f.nameGoes(how, "f", f.createSynced)
 			time.Sleep(cache.ReplacedGrace + 500*time.Millisecond) // the replaced version retired
-			if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh, Offset: 4}, []byte("BYTES")); s != fuse.OK {
-				t.Errorf("write through the descriptor: %v", s)
-			}
-			if got, errno := f.read(e.NodeId, fh, 0, 100); errno != 0 || string(got) != "old BYTES" {
-				t.Errorf("read after the write: %q, %v; want %q", got, errno, "old BYTES")
-			}
-			if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
-				t.Errorf("close: %v", s)
-			}
-			f.release(e.NodeId, fh)
-			want := map[string]string{}
-			if how != "unlink" {
-				want["f"] = "new"
-			}
-			if got := f.be.keys(); len(got) != len(want) {
-				t.Errorf("the bucket holds %q, want %q", got, want)
-			}
-			for k, v := range want {
-				if got, _ := f.be.get(k); got != v {
-					t.Errorf("the bucket's %s = %q, want %q", k, got, v)
-				}
-			}
+			f.writeThroughTheGoneFile(in, fh)
+			f.wantBucket(how, "f")
 		})
 	}
 }
@@ -383,26 +316,63 @@ func TestADescriptorOfAGoneFileKeepsItsLandedVersion(t *testing.T) {
 	if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil { // the upload lands
 		t.Fatal(err)
 	}
-	gIn, gFh := f.createSynced("g", "new")
-	f.release(gIn.NodeId, gFh)
-	if errno := f.rename("g", "f", 0); errno != 0 {
-		t.Fatalf("rename g f: %v", errno)
-	}
+	f.nameGoes("rename over", "f", f.createSynced)
 	time.Sleep(cache.ReplacedGrace + 500*time.Millisecond) // the replaced version retired
-	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh, Offset: 4}, []byte("BYTES")); s != fuse.OK {
-		t.Errorf("write through the descriptor: %v", s)
+	f.writeThroughTheGoneFile(in, fh)
+	f.wantBucket("rename over", "f")
+}
+
+// nameGoes unlinks name in the root, or ("rename over") renames over it
+// a file "g" holding "new", made by create.
+func (f *testFS) nameGoes(how, name string, create func(name, data string) (fuse.InHeader, uint64)) {
+	f.t.Helper()
+	if how == "unlink" {
+		if s := f.raw.Unlink(nil, &fuse.InHeader{NodeId: rootIno}, name); s != fuse.OK {
+			f.t.Fatalf("unlink %s: %v", name, s)
+		}
+		return
 	}
-	if got, errno := f.read(e.NodeId, fh, 0, 100); errno != 0 || string(got) != "old BYTES" {
-		t.Errorf("read after the write: %q, %v; want %q", got, errno, "old BYTES")
+	gIn, gFh := create("g", "new")
+	f.release(gIn.NodeId, gFh)
+	if errno := f.rename("g", name, 0); errno != 0 {
+		f.t.Fatalf("rename g %s: %v", name, errno)
+	}
+}
+
+// writeThroughTheGoneFile writes "BYTES" at 4 through handle fh of a file
+// holding "old bytes" whose name went, reads it back, and closes it.
+func (f *testFS) writeThroughTheGoneFile(in fuse.InHeader, fh uint64) {
+	f.t.Helper()
+	if _, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: fh, Offset: 4}, []byte("BYTES")); s != fuse.OK {
+		f.t.Errorf("write through the descriptor: %v", s)
+	}
+	if got, errno := f.read(in.NodeId, fh, 0, 100); errno != 0 || string(got) != "old BYTES" {
+		f.t.Errorf("read after the write: %q, %v; want %q", got, errno, "old BYTES")
 	}
 	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: fh}); s != fuse.OK {
-		t.Errorf("close: %v", s)
+		f.t.Errorf("close: %v", s)
 	}
-	f.release(e.NodeId, fh)
+	f.release(in.NodeId, fh)
+}
+
+// wantBucket checks, once every upload settled, that the bucket holds
+// nothing of a gone file: name is gone ("unlink"), or holds the "new" of
+// the file renamed over it.
+func (f *testFS) wantBucket(how, name string) {
+	f.t.Helper()
 	if _, err := f.fsys.wb.WaitAll(context.Background()); err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	if got, _ := f.be.get("f"); got != "new" || len(f.be.keys()) != 1 {
-		t.Errorf("the bucket holds %q, f = %q; want f = %q only", f.be.keys(), got, "new")
+	want := map[string]string{}
+	if how != "unlink" {
+		want[name] = "new"
+	}
+	for _, k := range f.be.keys() {
+		if got, _ := f.be.get(k); got != want[k] {
+			f.t.Errorf("the bucket holds %q = %q", k, got)
+		}
+	}
+	if len(f.be.keys()) != len(want) {
+		f.t.Errorf("the bucket holds %q, want %q", f.be.keys(), want)
 	}
 }
