@@ -33,6 +33,17 @@ type cutCompleteProxy struct {
 // handler; it returns the proxy's URL.
 func completeProxy(t *testing.T, endpoint string, onComplete func(w http.ResponseWriter, r *http.Request, up *url.URL, forward http.Handler)) string {
 	t.Helper()
+	return interceptProxy(t, endpoint, func(r *http.Request) bool {
+		return r.Method == http.MethodPost && r.URL.Query().Get("uploadId") != ""
+	}, onComplete)
+}
+
+// interceptProxy starts a proxy in front of MinIO at endpoint that
+// forwards every request but those match picks, which it hands to handle
+// with MinIO's URL and the forwarding handler; it returns the proxy's
+// URL.
+func interceptProxy(t *testing.T, endpoint string, match func(*http.Request) bool, handle func(w http.ResponseWriter, r *http.Request, up *url.URL, forward http.Handler)) string {
+	t.Helper()
 	up, err := url.Parse(endpoint)
 	if err != nil {
 		t.Fatal(err)
@@ -42,11 +53,11 @@ func completeProxy(t *testing.T, endpoint string, onComplete func(w http.Respons
 		pr.Out.Host = pr.In.Host // signed by the client: keep it
 	}}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPost || r.URL.Query().Get("uploadId") == "" {
+		if !match(r) {
 			rp.ServeHTTP(w, r)
 			return
 		}
-		onComplete(w, r, up, rp)
+		handle(w, r, up, rp)
 	}))
 	t.Cleanup(srv.Close)
 	return srv.URL
@@ -77,20 +88,26 @@ func newCutCompleteProxy(t *testing.T, endpoint string, cut int) *cutCompletePro
 			forward.ServeHTTP(w, r)
 			return
 		}
-		out := r.Clone(context.WithoutCancel(r.Context()))
-		out.RequestURI = ""
-		out.URL.Scheme, out.URL.Host = up.Scheme, up.Host
-		resp, err := http.DefaultTransport.RoundTrip(out)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body) // MinIO streams whitespace, then the result
-			resp.Body.Close()
-			p.statuses <- resp.StatusCode
-		} else {
-			p.statuses <- 0
-		}
+		p.statuses <- forwardDetached(r, up)
 		panic(http.ErrAbortHandler) // the answer is lost
 	})
 	return p
+}
+
+// forwardDetached sends r to MinIO at up whatever becomes of the
+// client's connection, reads the answer whole (MinIO streams whitespace
+// before a completion's result) and returns its status (0: none).
+func forwardDetached(r *http.Request, up *url.URL) int {
+	out := r.Clone(context.WithoutCancel(r.Context()))
+	out.RequestURI = ""
+	out.URL.Scheme, out.URL.Host = up.Scheme, up.Host
+	resp, err := http.DefaultTransport.RoundTrip(out)
+	if err != nil {
+		return 0
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return resp.StatusCode
 }
 
 // A CompleteMultipartUpload that completed on the server but whose answer

@@ -4,10 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
 	"net/http"
-	"net/http/httptest"
-	"net/http/httputil"
 	"net/url"
 	"sync"
 	"sync/atomic"
@@ -31,38 +28,16 @@ type cutPutProxy struct {
 
 func newCutPutProxy(t *testing.T, endpoint string, stop chan struct{}) *cutPutProxy {
 	t.Helper()
-	up, err := url.Parse(endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
-		pr.SetURL(up)
-		pr.Out.Host = pr.In.Host // signed by the client: keep it
-	}}
 	p := &cutPutProxy{stop: stop, status: make(chan int, 1)}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.Method != http.MethodPut || r.URL.Query().Get("uploadId") != "" || p.puts.Add(1) > 1 {
-			rp.ServeHTTP(w, r)
-			return
-		}
-		out := r.Clone(context.WithoutCancel(r.Context()))
-		out.RequestURI = ""
-		out.URL.Scheme, out.URL.Host = up.Scheme, up.Host
-		resp, err := http.DefaultTransport.RoundTrip(out)
-		if err == nil {
-			_, _ = io.Copy(io.Discard, resp.Body)
-			resp.Body.Close()
-			p.status <- resp.StatusCode
-		} else {
-			p.status <- 0
-		}
+	p.URL = interceptProxy(t, endpoint, func(r *http.Request) bool {
+		return r.Method == http.MethodPut && r.URL.Query().Get("uploadId") == "" && p.puts.Add(1) == 1
+	}, func(w http.ResponseWriter, r *http.Request, up *url.URL, _ http.Handler) {
+		p.status <- forwardDetached(r, up)
 		if p.stop != nil {
 			p.once.Do(func() { close(p.stop) })
 		}
 		panic(http.ErrAbortHandler) // the answer is lost
-	}))
-	t.Cleanup(srv.Close)
-	p.URL = srv.URL
+	})
 	return p
 }
 
@@ -120,23 +95,11 @@ func TestSinglePutStoppedBeforeSendingAsksNothing(t *testing.T) {
 	ctx := context.Background()
 	direct := newMinIOBackend(t, m, minioOptions(m))
 	var requests atomic.Int64
-	up, err := url.Parse(m.Endpoint)
-	if err != nil {
-		t.Fatal(err)
-	}
-	rp := &httputil.ReverseProxy{Rewrite: func(pr *httputil.ProxyRequest) {
-		pr.SetURL(up)
-		pr.Out.Host = pr.In.Host
-	}}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		requests.Add(1)
-		rp.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	b := viaProxy(t, m, direct, srv.URL)
+	proxyURL := interceptProxy(t, m.Endpoint, func(*http.Request) bool { requests.Add(1); return false }, nil)
+	b := viaProxy(t, m, direct, proxyURL)
 	stop := make(chan struct{})
 	close(stop)
-	_, err = b.Put(ctx, "never", bytes.NewReader([]byte("x")), 1, backend.PutOptions{Stop: stop})
+	_, err := b.Put(ctx, "never", bytes.NewReader([]byte("x")), 1, backend.PutOptions{Stop: stop})
 	if !errors.Is(err, backend.ErrStopped) {
 		t.Errorf("Put stopped before sending: %v, want ErrStopped", err)
 	}
