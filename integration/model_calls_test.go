@@ -33,8 +33,12 @@ type modelRun struct {
 	// restart unmounts (or kills) the mount and mounts it again on the
 	// same cache dir; it returns the run's root in the new mount.
 	restart func(kill bool) (string, error)
-	dataID  int
-	fdID    int
+	// more: the calls added after the first runs (truncate by path,
+	// fsync of a directory, restarts) are played too. Off, a seed plays
+	// the calls it always did.
+	more   bool
+	dataID int
+	fdID   int
 }
 
 type fdPair struct {
@@ -238,7 +242,11 @@ func (r *modelRun) step() string {
 			return digest(b), err
 		})
 	default:
-		switch r.rng.IntN(6) {
+		n := 3 // drop_caches, strata sync, strata uploads --retry
+		if r.more {
+			n = 6 // and truncate by path, fsync of a directory, a restart
+		}
+		switch r.rng.IntN(n) {
 		case 0:
 			if r.drop != nil {
 				r.log = append(r.log, "drop_caches")
