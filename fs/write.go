@@ -245,6 +245,9 @@ func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
 	n.mu.Unlock()
 	wrote := st != nil && wroteTo(st, o)
 	if !wrote {
+		if st != nil && st.Dirty() {
+			n.fsys.late.expect(n) // its last release publishes it
+		}
 		return 0 // carries no new data: nothing to publish
 	}
 	// Not cancelled by the kernel's INTERRUPT: any signal to the writer
@@ -350,6 +353,7 @@ func (n *fileNode) release(h *fileHandle) {
 	n.mu.Unlock()
 	if lw != nil {
 		n.finishLive(lw)
+		n.fsys.late.done(n)
 		n.discardIfGone()
 		return
 	}
@@ -359,9 +363,11 @@ func (n *fileNode) release(h *fileHandle) {
 		go func() {
 			_ = n.commit(context.Background()) // commit logs a failure; the data is kept
 			n.unholdName()
+			n.fsys.late.done(n)
 		}()
 	case last:
 		n.unholdName()
+		n.fsys.late.done(n)
 	}
 	n.discardIfGone()
 }

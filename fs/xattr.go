@@ -80,6 +80,9 @@ func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint3
 	}
 	var s writeback.Summary
 	if wb := d.fsys.wb; wb != nil {
+		if err := d.fsys.late.wait(ctx, lateReleaseWait); err != nil {
+			return 0, toErrno(err)
+		}
 		var err error
 		if s, err = wb.WaitAll(ctx); err != nil {
 			return 0, toErrno(err)
