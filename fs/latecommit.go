@@ -9,7 +9,8 @@ import (
 // lateReleaseWait bounds how long `strata sync` waits for the last
 // RELEASE of a file whose publication waits for it (lateCommits): as long
 // as the write path waits for a held upload's (writeback's
-// heldReleaseWait), for the same reason. A var for tests.
+// heldReleaseWait), for the same reason, and within the same bound
+// (Manager.WaitAllSince). A var for tests.
 var lateReleaseWait = 2 * time.Second
 
 // lateCommits are the files a close left dirty without publishing them:
@@ -48,10 +49,11 @@ func (l *lateCommits) done(n *fileNode) {
 	}
 }
 
-// wait waits, up to max, until every file expected when it was called is
-// done. A file another descriptor really keeps open is not waited for
-// longer: its upload is then reported pending, as a held one is.
-func (l *lateCommits) wait(ctx context.Context, max time.Duration) error {
+// wait waits, until deadline at most, until every file expected when it
+// was called is done. A file another descriptor really keeps open is not
+// waited for longer: its upload is then reported pending, as a held one
+// is.
+func (l *lateCommits) wait(ctx context.Context, deadline time.Time) error {
 	l.mu.Lock()
 	var want []*fileNode
 	for n := range l.nodes {
@@ -61,7 +63,7 @@ func (l *lateCommits) wait(ctx context.Context, max time.Duration) error {
 	if len(want) == 0 {
 		return nil
 	}
-	t := time.NewTimer(max)
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	for {
 		l.mu.Lock()

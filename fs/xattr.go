@@ -6,6 +6,7 @@ import (
 	"os"
 	"strings"
 	"syscall"
+	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -80,11 +81,12 @@ func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint3
 	}
 	var s writeback.Summary
 	if wb := d.fsys.wb; wb != nil {
-		if err := d.fsys.late.wait(ctx, lateReleaseWait); err != nil {
+		start := time.Now()
+		if err := d.fsys.late.wait(ctx, start.Add(lateReleaseWait)); err != nil {
 			return 0, toErrno(err)
 		}
 		var err error
-		if s, err = wb.WaitAll(ctx); err != nil {
+		if s, err = wb.WaitAllSince(ctx, start); err != nil {
 			return 0, toErrno(err)
 		}
 	}

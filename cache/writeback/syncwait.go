@@ -21,6 +21,14 @@ var heldReleaseWait = 2 * time.Second
 // summarises. An upload held for a file still open is waited for only if
 // its hold ends within heldReleaseWait; otherwise it counts as pending.
 func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
+	return m.WaitAllSince(ctx, time.Now())
+}
+
+// WaitAllSince is WaitAll for a sync that began at start and has waited
+// since for something else (the filesystem, for files whose last release
+// commits them): holds are waited for until heldReleaseWait after start,
+// so that the two waits for releases share one bound.
+func (m *Manager) WaitAllSince(ctx context.Context, start time.Time) (Summary, error) {
 	select {
 	case <-m.movesDone:
 	case <-ctx.Done():
@@ -39,7 +47,7 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 	m.mu.Unlock()
 	m.kick()
 	if len(held) > 0 {
-		released, err := m.awaitHoldsEnded(ctx, held)
+		released, err := m.awaitHoldsEnded(ctx, held, start.Add(heldReleaseWait))
 		if err != nil {
 			return m.Summary(), err
 		}
@@ -53,13 +61,13 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 	return m.Summary(), err
 }
 
-// awaitHoldsEnded waits, up to heldReleaseWait, until none of held is
+// awaitHoldsEnded waits, until deadline at most, until none of held is
 // still held, and returns those whose hold ended. A held job superseded
 // meanwhile (the last close committed the file anew: a write after the
 // previous close, through a mapping) stands for its successor, the
 // upload that carries its bytes (held is the caller's, rewritten so).
-func (m *Manager) awaitHoldsEnded(ctx context.Context, held []*Job) ([]*Job, error) {
-	t := time.NewTimer(heldReleaseWait)
+func (m *Manager) awaitHoldsEnded(ctx context.Context, held []*Job, deadline time.Time) ([]*Job, error) {
+	t := time.NewTimer(time.Until(deadline))
 	defer t.Stop()
 	for {
 		m.mu.Lock()
