@@ -133,11 +133,12 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 	// upload that lands in between is in both (and moved once by each),
 	// never in neither.
 	locals := f.localUnder(oldPrefix)
-	objs, complete, err := backend.ListAll(ctx, f.be, oldPrefix, max(f.opts.RenameDirLimit-len(locals), 1))
+	pending := f.nodelessPending(oldPrefix, locals) // resumed after a restart (renamepending.go)
+	objs, complete, err := backend.ListAll(ctx, f.be, oldPrefix, max(f.opts.RenameDirLimit-len(locals)-len(pending), 1))
 	if err != nil {
 		return toErrno(err)
 	}
-	if !complete || len(objs)+len(locals) > f.opts.RenameDirLimit {
+	if !complete || len(objs)+len(locals)+len(pending) > f.opts.RenameDirLimit {
 		f.log.Info("fs: directory too big to rename here; mv will copy it", "dir", oldPrefix, "limit", f.opts.RenameDirLimit)
 		return syscall.EXDEV
 	}
@@ -152,11 +153,28 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 			return errno
 		}
 	}
-	// A file with local content is moved by moveFile alone, whatever
-	// version of it the listing saw.
-	localKeys := make(map[string]bool, len(locals))
+	for _, k := range pending {
+		if errno := f.checkKey(newPrefix + strings.TrimPrefix(k, oldPrefix)); errno != 0 {
+			return errno
+		}
+	}
+	moved, landed, err := f.movePending(ctx, pending, oldPrefix, newPrefix)
+	if err != nil {
+		return toErrno(err)
+	}
+	more, err := f.landedObjects(ctx, landed, objs)
+	if err != nil {
+		return toErrno(err)
+	}
+	objs = append(objs, more...)
+	// A file with local content is moved by moveFile (or movePending)
+	// alone, whatever version of it the listing saw.
+	localKeys := make(map[string]bool, len(locals)+len(moved))
 	for _, n := range locals {
 		localKeys[n.key.get()] = true
+	}
+	for _, mv := range moved {
+		localKeys[mv.oldKey] = true
 	}
 	objs = slices.DeleteFunc(objs, func(o backend.ObjectInfo) bool { return localKeys[o.Key] })
 	// Copy everything first, then delete: a failure leaves both names.
@@ -173,6 +191,9 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 			return toErrno(err)
 		}
 	}
+	if err := f.finishPending(ctx, moved); err != nil {
+		return toErrno(err)
+	}
 	for _, o := range objs {
 		if err := f.deleteObject(ctx, o.Key); err != nil {
 			return toErrno(err)
@@ -183,7 +204,7 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 		// shows only while empty: its delete takes the emptied ones.
 		_ = f.deleteObject(ctx, oldPrefix) // logged; the files moved
 	}
-	if len(objs) == 0 && len(locals) == 0 { // keep an empty directory visible
+	if len(objs) == 0 && len(locals) == 0 && len(moved) == 0 { // keep an empty directory visible
 		if w, ok := f.be.(backend.Writer); ok {
 			// The old name had no object either: without the marker the
 			// new name is still listed from the cache until its TTL.

@@ -36,6 +36,28 @@ func (c *Cache) ClearLocal(dir, name string) {
 	c.mu.Unlock()
 }
 
+// MoveLocal moves the local override of name in dir, if there is one, to
+// newName in newDir (a renamed directory's file whose upload is pending).
+func (c *Cache) MoveLocal(dir, name, newDir, newName string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.local[dir][name]
+	if !ok {
+		return
+	}
+	delete(c.local[dir], name)
+	if len(c.local[dir]) == 0 {
+		delete(c.local, dir)
+	}
+	m := c.local[newDir]
+	if m == nil {
+		m = map[string]Entry{}
+		c.local[newDir] = m
+	}
+	e.Name = newName
+	m[newName] = e
+}
+
 // localEntry returns the local override of name in dir, if any.
 func (c *Cache) localEntry(dir, name string) (Entry, bool) {
 	c.mu.Lock()

@@ -141,6 +141,21 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 	return Rekeyed{Moved: live, Unsent: unsent}, nil
 }
 
+// PendingUnder returns the keys under prefix that have an upload not yet
+// complete, sorted.
+func (m *Manager) PendingUnder(prefix string) []string {
+	m.mu.Lock()
+	var keys []string
+	for k, js := range m.byKey {
+		if len(js) > 0 && strings.HasPrefix(k, prefix) {
+			keys = append(keys, k)
+		}
+	}
+	m.mu.Unlock()
+	sort.Strings(keys)
+	return keys
+}
+
 // Pending reports whether key has an upload not yet complete.
 func (m *Manager) Pending(key string) bool {
 	m.mu.Lock()
