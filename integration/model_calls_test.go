@@ -33,9 +33,9 @@ type modelRun struct {
 	// restart unmounts (or kills) the mount and mounts it again on the
 	// same cache dir; it returns the run's root in the new mount.
 	restart func(kill bool) (string, error)
-	// more: the calls added after the first runs (truncate by path,
-	// fsync of a directory, restarts) are played too. Off, a seed plays
-	// the calls it always did.
+	// more: the calls added after the first runs (child writes,
+	// truncate by path, fsync of a directory, restarts) are played too.
+	// Off, a seed plays the calls it played before them.
 	more   bool
 	dataID int
 	fdID   int
@@ -87,20 +87,24 @@ func (r *modelRun) data(n int) []byte {
 	return b
 }
 
+// both plays f on local disk and on the mount, and describes how their
+// results differ ("" if they do not).
+func (r *modelRun) both(what string, f func(root string) (string, error)) string {
+	lo, le := f(r.local)
+	mo, me := f(r.mnt)
+	r.log = append(r.log, fmt.Sprintf("%s -> %v %q", what, errnoOf(le), trunc(lo)))
+	if errnoOf(le) != errnoOf(me) {
+		return fmt.Sprintf("%s: local disk %v, mount %v", what, errnoOf(le), errnoOf(me))
+	}
+	if lo != mo {
+		return fmt.Sprintf("%s: local disk %q, mount %q", what, trunc(lo), trunc(mo))
+	}
+	return ""
+}
+
 // step plays one call; it returns a description of a difference, or "".
 func (r *modelRun) step() string {
-	both := func(what string, f func(root string) (string, error)) string {
-		lo, le := f(r.local)
-		mo, me := f(r.mnt)
-		r.log = append(r.log, fmt.Sprintf("%s -> %v %q", what, errnoOf(le), trunc(lo)))
-		if errnoOf(le) != errnoOf(me) {
-			return fmt.Sprintf("%s: local disk %v, mount %v", what, errnoOf(le), errnoOf(me))
-		}
-		if lo != mo {
-			return fmt.Sprintf("%s: local disk %q, mount %q", what, trunc(lo), trunc(mo))
-		}
-		return ""
-	}
+	both := r.both
 	switch op := r.rng.IntN(100); {
 	case op < 14: // open
 		p := r.filePath()
@@ -134,6 +138,9 @@ func (r *modelRun) step() string {
 		fd := r.fds[i]
 		b := r.data(1 + r.rng.IntN(70000))
 		off := r.offset(150000)
+		if r.more && r.rng.IntN(4) == 0 {
+			return r.childWrite(fd, b, off)
+		}
 		what := fmt.Sprintf("pwrite(fd %d %s, %d bytes at %d)", fd.id, fd.path, len(b), off)
 		return both(what, func(root string) (string, error) {
 			if fd.flags&unix.O_APPEND != 0 {
@@ -276,27 +283,6 @@ func (r *modelRun) step() string {
 			return r.restartMount()
 		}
 	}
-	return ""
-}
-
-// restartMount closes every descriptor (a mount cannot go while they are
-// open), then unmounts or kills the mount with SIGKILL, and mounts the
-// bucket again on the same cache dir: every call before returned, so
-// the new mount must hold what local disk holds.
-func (r *modelRun) restartMount() string {
-	if r.restart == nil {
-		return ""
-	}
-	if d := r.closeAll(); d != "" {
-		return d
-	}
-	kill := r.rng.IntN(2) == 0
-	r.log = append(r.log, fmt.Sprintf("restart the mount (kill -9: %v)", kill))
-	mnt, err := r.restart(kill)
-	if err != nil {
-		return fmt.Sprintf("restart (kill -9: %v): %v", kill, err)
-	}
-	r.mnt = mnt
 	return ""
 }
 

@@ -105,11 +105,13 @@ func filesOnly(s map[string]string) map[string]string {
 	return out
 }
 
-// TestRandomCallsMatchLocalDisk plays random sequences of open, pwrite,
+// TestRandomCallsMatchLocalDisk plays random sequences of open, pwrite
+// (one in four by a child process through a descriptor it inherits),
 // pread, close, ftruncate, truncate by path, fsync of a file and of a
 // directory, dup, rename, unlink, mkdir, rmdir, stat, readdir and
-// whole-file reads on local disk and on the mount side
-// by side, in both upload modes (async also with no upload delay), with
+// whole-file reads on local disk and on the mount side by side, with
+// restarts of the mount now and then (every descriptor closed, the mount
+// unmounted or killed with SIGKILL, and mounted again on its cache dir), in both upload modes (async also with no upload delay), with
 // the page cache and dentries dropped now and then, `strata sync` and
 // `strata uploads --retry` run on the mount now and then (they inherit
 // the dup'd descriptors, as a subprocess does), and now and then offsets
@@ -125,10 +127,9 @@ func filesOnly(s map[string]string) map[string]string {
 // "dir/" marker, so an empty directory would not survive the new mount):
 // the same calls every run. To look further: STRATA_MODEL_SEED (the first
 // seed), STRATA_MODEL_SEEDS (how many), STRATA_MODEL_STEPS (calls per
-// seed), STRATA_MODEL_MORE=1 (also truncations by path, fsyncs of
-// directories and restarts: now and then every descriptor closed and the
-// mount unmounted, or killed with SIGKILL, and mounted again on its cache
-// dir; not in `make test`, see below),
+// seed), STRATA_MODEL_MORE=0 (without the calls added after the first
+// runs: child writes, truncations by path, fsyncs of directories and
+// restarts; the seeds then play what they played before),
 // STRATA_MODEL_BACKENDS ("minio fakegcs"), STRATA_MODEL_MODES
 // ("sync async async-nodelay"; the last is async with --upload-delay 0,
 // where every upload starts at its file's last close and so meets the
@@ -151,12 +152,11 @@ func filesOnly(s map[string]string) map[string]string {
 // the next mount, and, with seed 5 of `sync` on fake-gcs-server, 2 runs
 // in about 20, a file read at the size its fsync had uploaded, not the
 // smaller one its ftruncate and close had uploaded since (the landed
-// upload's journal entry went before the namespace heard of it). Still
-// open, so the added calls stay out of `make test`: in one fresh-clone
-// run, seed 1 of `async` with them on fake-gcs-server found the bucket
-// after `strata sync` without a file's last truncation (open(O_TRUNC)
-// and close, no write: uploaded at the file's RELEASE, which came after
-// the sync had looked).
+// upload's journal entry went before the namespace heard of it); and,
+// in one fresh-clone run, seed 1 of `async` on fake-gcs-server the
+// bucket after `strata sync` without a file's last truncation
+// (open(O_TRUNC) and close, no write: uploaded at the file's RELEASE,
+// which came after the sync had looked).
 func TestRandomCallsMatchLocalDisk(t *testing.T) {
 	requireFUSE(t)
 	knob := func(name string, def uint64) uint64 {
@@ -171,7 +171,7 @@ func TestRandomCallsMatchLocalDisk(t *testing.T) {
 		return v
 	}
 	seeds, steps, base := knob("STRATA_MODEL_SEEDS", 6), int(knob("STRATA_MODEL_STEPS", 500)), knob("STRATA_MODEL_SEED", 1)
-	more := knob("STRATA_MODEL_MORE", 0) != 0
+	more := knob("STRATA_MODEL_MORE", 1) != 0
 	backends := map[string]func(*testing.T) server{"minio": startMinIO, "fakegcs": startFakeGCSMemory}
 	names := []string{"minio", "fakegcs"}
 	if s := os.Getenv("STRATA_MODEL_BACKENDS"); s != "" {
@@ -191,8 +191,9 @@ func TestRandomCallsMatchLocalDisk(t *testing.T) {
 }
 
 // modelRuns plays the seeds in each upload mode on one backend; with
-// more, also truncations by path, fsyncs of directories and restarts
-// (the mount unmounted or killed, and mounted again on its cache dir).
+// more, also child writes, truncations by path, fsyncs of directories
+// and restarts (the mount unmounted or killed, and mounted again on its
+// cache dir).
 func modelRuns(t *testing.T, srv server, modes []string, base, seeds uint64, steps int, more bool) {
 	for _, mode := range modes {
 		t.Run(mode, func(t *testing.T) {
