@@ -26,6 +26,9 @@ type backingHolds struct {
 	asked *fileNode // whose descriptor go-fuse asked for last
 	byID  map[int32]holders
 	held  map[*fileNode]int32
+	// freed are closed when their node's registration is let go, for an
+	// open waiting for it (awaitBackingFreeLocked).
+	freed map[*fileNode]chan struct{}
 }
 
 // holders are the nodes of one registration: one, unless reusedBacking
@@ -37,7 +40,7 @@ type holders struct {
 }
 
 func newBackingHolds() *backingHolds {
-	return &backingHolds{byID: map[int32]holders{}, held: map[*fileNode]int32{}}
+	return &backingHolds{byID: map[int32]holders{}, held: map[*fileNode]int32{}, freed: map[*fileNode]chan struct{}{}}
 }
 
 // asking: go-fuse asks n's handle for a descriptor to register.
@@ -86,6 +89,10 @@ func (b *backingHolds) unregistered(id int32) {
 func (b *backingHolds) letGo(n *fileNode, id int32) {
 	if n != nil && b.held[n] == id {
 		delete(b.held, n)
+		if c, ok := b.freed[n]; ok {
+			close(c)
+			delete(b.freed, n)
+		}
 	}
 }
 
@@ -97,6 +104,22 @@ func (b *backingHolds) holds(n *fileNode) bool {
 	return ok
 }
 
+// whenFree returns a channel closed when go-fuse lets go of n's
+// registration, or nil if it holds none.
+func (b *backingHolds) whenFree(n *fileNode) <-chan struct{} {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if _, ok := b.held[n]; !ok {
+		return nil
+	}
+	c, ok := b.freed[n]
+	if !ok {
+		c = make(chan struct{})
+		b.freed[n] = c
+	}
+	return c
+}
+
 // backingFreeLocked reports, for an open that would hand the kernel a
 // backing file of its own (no passthrough handle of n is open), whether
 // go-fuse has let go of the node's previous registration; if not, the
@@ -104,4 +127,19 @@ func (b *backingHolds) holds(n *fileNode) bool {
 // holds n.mu, so that no passthrough open of n starts meanwhile.
 func (n *fileNode) backingFreeLocked() bool {
 	return !n.fsys.holds.holds(n)
+}
+
+// awaitBackingFreeLocked waits, up to releaseWait, for go-fuse to let go
+// of the registration of a node nobody has open: the open that asks is
+// one that overtook the last RELEASE (a read right after a save's
+// close), and go-fuse lets go right after that Release returns. Without
+// the wait the open would be served from userspace. Caller holds n.mu;
+// it is released while waiting and held again on return.
+func (n *fileNode) awaitBackingFreeLocked() {
+	if n.ptOpen > 0 || n.usOpen > 0 {
+		return
+	}
+	if c := n.fsys.holds.whenFree(n); c != nil {
+		n.awaitReleaseLocked(c, releaseWait)
+	}
 }

@@ -162,3 +162,75 @@ func TestBackingHoldsFollowsSharedRegistrations(t *testing.T) {
 		t.Fatalf("left behind: %v %v", b.byID, b.held)
 	}
 }
+
+// TestAReadRightAfterASaveIsPassthrough: a file created and written by
+// passthrough (torch.save, --upload async) and read right after its
+// close (torch.load). close() returns before the daemon has the RELEASE,
+// so the read's open can arrive while the writer's Release runs, before
+// go-fuse lets go of the staging file's registration. The open was then
+// served from userspace (found by TestReadRightAfterCloseIsPassthrough in
+// a fresh-clone make test), though the registration goes within
+// microseconds: it should wait for it, as it waits for writers' releases.
+func TestAReadRightAfterASaveIsPassthrough(t *testing.T) {
+	f := newBackedTestFS(t)
+	var out fuse.CreateOut
+	root := fuse.InHeader{NodeId: rootIno}
+	if s := f.raw.Create(nil, &fuse.CreateIn{InHeader: root, Flags: syscall.O_WRONLY, Mode: 0o644}, "saved", &out); s != fuse.OK {
+		t.Fatalf("create: %v", s)
+	}
+	if out.OpenFlags&fuse.FOPEN_PASSTHROUGH == 0 {
+		t.Fatal("the save was not written by passthrough")
+	}
+	in := fuse.InHeader{NodeId: out.NodeId}
+	if n, s := f.raw.Write(nil, &fuse.WriteIn{InHeader: in, Fh: out.Fh}, []byte("weights")); s != fuse.OK || n != 7 {
+		t.Fatalf("write: %d, %v", n, s)
+	}
+	if s := f.raw.Flush(nil, &fuse.FlushIn{InHeader: in, Fh: out.Fh}); s != fuse.OK {
+		t.Fatalf("flush: %v", s)
+	}
+	reader := openDuringTheLastRelease(t, f, "saved", out.NodeId, out.Fh, syscall.O_RDONLY)
+	if reader.OpenFlags&fuse.FOPEN_PASSTHROUGH == 0 {
+		t.Error("the read right after the save was served from userspace")
+	}
+	f.release(out.NodeId, reader.Fh)
+}
+
+// openDuringTheLastRelease releases handle fh of key's node ino, the
+// last of its passthrough handles, and opens ino with flags from another
+// goroutine started at the end of that Release, as the kernel sends an
+// open that overtakes a RELEASE: the Release then goes on to let go of
+// the backing registration while the open runs.
+func openDuringTheLastRelease(t *testing.T, f *testFS, key string, ino, fh uint64, flags uint32) fuse.OpenOut {
+	t.Helper()
+	var out fuse.OpenOut
+	var status fuse.Status
+	opened := make(chan struct{})
+	started := false
+	releaseHook = func(n *fileNode) {
+		if n.key.get() != key || started {
+			return
+		}
+		n.mu.Lock()
+		last := n.ptOpen == 0
+		n.mu.Unlock()
+		if last {
+			started = true
+			go func() {
+				defer close(opened)
+				status = f.raw.Open(nil, &fuse.OpenIn{InHeader: fuse.InHeader{NodeId: ino}, Flags: flags}, &out)
+			}()
+			time.Sleep(20 * time.Millisecond) // the open is waiting when the Release goes on
+		}
+	}
+	t.Cleanup(func() { releaseHook = nil })
+	f.release(ino, fh)
+	releaseHook = nil
+	if !started {
+		t.Fatal("the release was not the node's last")
+	}
+	<-opened
+	if status != fuse.OK {
+		t.Fatalf("the open during the last release: %v", status)
+	}
+	return out
+}

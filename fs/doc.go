@@ -88,7 +88,8 @@
 //	with a node's sessMu held in moveLocal, and with its mu held in
 //	trackLocal)
 //	reusedBacking.mu: a leaf, held across no syscall
-//	backingHolds.mu: a leaf, taken with a node's mu held (backingFreeLocked)
+//	backingHolds.mu: a leaf, taken with a node's mu held (backingFreeLocked,
+//	awaitBackingFreeLocked, which releases n.mu while it waits)
 //	and inside go-fuse's backing lock (kernelCalls, PassthroughFd)
 //	movedInos.mu: a leaf
 //	lateCommits.mu: a leaf, taken with no other lock held

@@ -161,6 +161,7 @@ func (n *fileNode) Open(ctx context.Context, flags uint32) (_ gofs.FileHandle, _
 	shadowed := n.peekWS().isShadowed()
 	if canPT && !shadowed {
 		n.waitWritersReleasedLocked()
+		n.awaitBackingFreeLocked()
 		shadowed = n.peekWS().isShadowed() // n.mu was released while waiting
 	}
 	if shadowed { // a writer opened meanwhile
@@ -422,6 +423,7 @@ func (n *fileNode) openCommitted() *committedHandle {
 	}
 	n.mu.Lock()
 	n.waitWritersReleasedLocked()
+	n.awaitBackingFreeLocked()
 	w := n.peekWS()
 	pt := w.session() == nil && !w.isShadowed() && (n.ptOpen > 0 || n.usOpen == 0 && n.backingFreeLocked())
 	if pt {

@@ -55,7 +55,7 @@ func (n *fileNode) waitReadersReleasedLocked() {
 
 // awaitReleaseLocked waits, up to bound, for gone to be closed. Caller
 // holds n.mu; it is released while waiting and held again on return.
-func (n *fileNode) awaitReleaseLocked(gone chan struct{}, bound time.Duration) {
+func (n *fileNode) awaitReleaseLocked(gone <-chan struct{}, bound time.Duration) {
 	n.mu.Unlock()
 	t := time.NewTimer(bound)
 	select { // not cut short by the caller's signals: bounded instead
