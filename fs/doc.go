@@ -92,7 +92,6 @@
 //	awaitBackingFreeLocked, which releases n.mu while it waits)
 //	and inside go-fuse's backing lock (kernelCalls, PassthroughFd)
 //	movedInos.mu: a leaf
-//	lateCommits.mu: a leaf, taken with no other lock held
 //	fileHandle.swapMu -> fileNode.mu (standsFor, acquireCurrent's refresh)
 //
 // fileHandle.swapMu is the one lock held across I/O on the read side: shared

@@ -246,7 +246,7 @@ func (h *fileHandle) Flush(ctx context.Context) (errno syscall.Errno) {
 	wrote := st != nil && wroteTo(st, o)
 	if !wrote {
 		if st != nil && st.Dirty() {
-			n.fsys.late.expect(n) // its last release publishes it
+			st.PublishAtRelease() // its last release does: strata sync waits for it
 		}
 		return 0 // carries no new data: nothing to publish
 	}
@@ -353,7 +353,6 @@ func (n *fileNode) release(h *fileHandle) {
 	n.mu.Unlock()
 	if lw != nil {
 		n.finishLive(lw)
-		n.fsys.late.done(n)
 		n.discardIfGone()
 		return
 	}
@@ -363,11 +362,9 @@ func (n *fileNode) release(h *fileHandle) {
 		go func() {
 			_ = n.commit(context.Background()) // commit logs a failure; the data is kept
 			n.unholdName()
-			n.fsys.late.done(n)
 		}()
 	case last:
 		n.unholdName()
-		n.fsys.late.done(n)
 	}
 	n.discardIfGone()
 }

@@ -6,7 +6,6 @@ import (
 	"os"
 	"strings"
 	"syscall"
-	"time"
 
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 	"github.com/hanwen/go-fuse/v2/fuse"
@@ -81,12 +80,8 @@ func (d *dirNode) Getxattr(ctx context.Context, attr string, dest []byte) (uint3
 	}
 	var s writeback.Summary
 	if wb := d.fsys.wb; wb != nil {
-		start := time.Now()
-		if err := d.fsys.late.wait(ctx, start.Add(lateReleaseWait)); err != nil {
-			return 0, toErrno(err)
-		}
 		var err error
-		if s, err = wb.WaitAllSince(ctx, start); err != nil {
+		if s, err = wb.WaitAll(ctx); err != nil {
 			return 0, toErrno(err)
 		}
 	}

@@ -120,9 +120,13 @@ func (m *Manager) Register(key string, st *Staging, base string, mtime int64, he
 	if !j.held {
 		j.released = now
 	}
+	ended := m.endSessionLocked(st, j, now)
 	m.touchLocked(key, 0, now)
 	m.byKey[key] = append(m.byKey[key], j)
 	m.mu.Unlock()
+	if ended && m.delayed() {
+		m.kick() // the directory's held uploads count their delay from now
+	}
 	return j, nil
 }
 

@@ -46,7 +46,10 @@
 // close of one descriptor while the file stays open commits it held
 // (CommitHeld): it uploads at the last close (Unhold). strata sync
 // (WaitAll) waits up to heldReleaseWait for holds to end, since the
-// kernel sends a file's RELEASE after close() has returned (syncwait.go).
+// kernel sends a file's RELEASE after close() has returned (syncwait.go),
+// and within the same bound for the sessions the filesystem marked to be
+// published at their last release (a close that left the file dirty
+// without publishing it: atrelease.go).
 //
 // In sync mode, on backends that take uploads in parts (S3), a file is
 // sent in parts while it is being written once 32 MiB of it is written in

@@ -44,6 +44,7 @@ func (m *Manager) Keep(key string, st *Staging, why error) {
 		size = s
 	}
 	src := st.Path()
+	st.untrack()
 	_, reserved, eager := st.detach()
 	eager.abortAsync()
 	m.store.ReleaseStaging(reserved)

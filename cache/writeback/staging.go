@@ -33,6 +33,12 @@ type Staging struct {
 	// tells them apart: NoteWriter). Only a writer's close publishes it.
 	writers map[int64]struct{}
 
+	// atRelease: the session is published at its last release (see
+	// PublishAtRelease); job is the upload it became. Both guarded by
+	// Manager.mu.
+	atRelease bool
+	job       *Job
+
 	// eager sends the file's parts while it is written (sync mode; nil
 	// otherwise); it goes to the upload job at commit (eager.go).
 	eager *eagerUpload
@@ -74,20 +80,35 @@ func (m *Manager) writingLocked(key string) bool {
 	return false
 }
 
-// untrack ends the session in Manager.open.
-func (s *Staging) untrack() {
-	m := s.m
+// untrack ends the session in Manager.open, with no upload made of it.
+func (s *Staging) untrack() { s.m.endSession(s, nil) }
+
+// endSession ends session s, which became upload job j (nil: none).
+func (m *Manager) endSession(s *Staging, j *Job) {
 	m.mu.Lock()
-	if _, ok := m.open[s]; !ok {
-		m.mu.Unlock()
-		return // untracked already
-	}
-	delete(m.open, s)
-	m.touchLocked(s.key, -1, time.Now())
+	ended := m.endSessionLocked(s, j, time.Now())
 	m.mu.Unlock()
-	if m.delayed() {
+	if ended && m.delayed() {
 		m.kick() // the directory's held uploads count their delay from now
 	}
+}
+
+// endSessionLocked ends session s, which became job j (nil: none), and
+// reports whether it was open. A session published at its release
+// (PublishAtRelease) leaves j for the WaitAll calls waiting for it, in
+// the same critical section, so that they find either the session or
+// its job. Caller holds m.mu.
+func (m *Manager) endSessionLocked(s *Staging, j *Job, now time.Time) bool {
+	if _, ok := m.open[s]; !ok {
+		return false // ended already
+	}
+	delete(m.open, s)
+	m.touchLocked(s.key, -1, now)
+	if s.atRelease {
+		s.job = j
+		m.holdEndedLocked()
+	}
+	return true
 }
 
 // NewStagingCopy makes a staging file of key holding a copy of the first
@@ -279,9 +300,9 @@ func (s *Staging) Discard() {
 // detach hands the file's reservation and name to an upload job (or to
 // the kept copies) and closes this handle on it; the job owns the file
 // from then on.
+// The caller ends the session in Manager.open (endSession).
 func (s *Staging) detach() (name string, reserved int64, eager *eagerUpload) {
 	eager = s.eager // set at creation, never changed: writes read it unlocked
-	s.untrack()
 	s.f.Close()
 	s.mu.Lock()
 	defer s.mu.Unlock()

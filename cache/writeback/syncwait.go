@@ -18,17 +18,12 @@ var heldReleaseWait = 2 * time.Second
 
 // WaitAll waits for the renames a restart is finishing, and for every
 // upload committed so far to be complete or failed for good, then
-// summarises. An upload held for a file still open is waited for only if
-// its hold ends within heldReleaseWait; otherwise it counts as pending.
+// summarises. An upload held for a file still open, and a file to be
+// published at its last release (PublishAtRelease), are waited for only
+// if that release comes within heldReleaseWait; otherwise the upload
+// counts as pending.
 func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
-	return m.WaitAllSince(ctx, time.Now())
-}
-
-// WaitAllSince is WaitAll for a sync that began at start and has waited
-// since for something else (the filesystem, for files whose last release
-// commits them): holds are waited for until heldReleaseWait after start,
-// so that the two waits for releases share one bound.
-func (m *Manager) WaitAllSince(ctx context.Context, start time.Time) (Summary, error) {
+	start := time.Now()
 	select {
 	case <-m.movesDone:
 	case <-ctx.Done():
@@ -44,10 +39,16 @@ func (m *Manager) WaitAllSince(ctx context.Context, start time.Time) (Summary, e
 			js = append(js, j)
 		}
 	}
+	var sessions []*Staging
+	for s := range m.open {
+		if s.atRelease {
+			sessions = append(sessions, s)
+		}
+	}
 	m.mu.Unlock()
 	m.kick()
-	if len(held) > 0 {
-		released, err := m.awaitHoldsEnded(ctx, held, start.Add(heldReleaseWait))
+	if len(held) > 0 || len(sessions) > 0 {
+		released, err := m.awaitReleases(ctx, sessions, held, start.Add(heldReleaseWait))
 		if err != nil {
 			return m.Summary(), err
 		}
@@ -59,45 +60,6 @@ func (m *Manager) WaitAllSince(ctx context.Context, start time.Time) (Summary, e
 	}
 	err := settled(ctx, js)
 	return m.Summary(), err
-}
-
-// awaitHoldsEnded waits, until deadline at most, until none of held is
-// still held, and returns those whose hold ended. A held job superseded
-// meanwhile (the last close committed the file anew: a write after the
-// previous close, through a mapping) stands for its successor, the
-// upload that carries its bytes (held is the caller's, rewritten so).
-func (m *Manager) awaitHoldsEnded(ctx context.Context, held []*Job, deadline time.Time) ([]*Job, error) {
-	t := time.NewTimer(time.Until(deadline))
-	defer t.Stop()
-	for {
-		m.mu.Lock()
-		var ended []*Job
-		for i, j := range held {
-			for j.dropped != nil && j.successor != nil {
-				j = j.successor
-			}
-			held[i] = j
-			if !j.held || j.dropped != nil {
-				ended = append(ended, j)
-			}
-		}
-		if len(ended) == len(held) {
-			m.mu.Unlock()
-			return ended, nil
-		}
-		if m.holdEnded == nil {
-			m.holdEnded = make(chan struct{})
-		}
-		ch := m.holdEnded
-		m.mu.Unlock()
-		select {
-		case <-ch:
-		case <-t.C:
-			return ended, nil
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		}
-	}
 }
 
 // unholdLocked lets j's upload start. Caller holds m.mu.
