@@ -7,8 +7,12 @@
 //
 // The index is the durable copy, not the hot path: callers keep what they
 // need in memory and write through. Every write is one badger transaction
-// or write batch; nothing here holds a Go lock, badger serialises what it
-// must. Records have a versioned binary encoding (records.go) that rejects
+// or write batch; badger serialises what it must. The one Go lock is
+// Index.seqMu, a leaf: the journal's sequence number is read and
+// incremented in one transaction, and the database runs without conflict
+// detection, so that step is made one at a time (two concurrent commits
+// once took the same number, and one upload's entry replaced the
+// other's). Records have a versioned binary encoding (records.go) that rejects
 // anything malformed with ErrCorrupt instead of panicking.
 //
 // Key space (one byte of kind first; srcTag is 8 bytes of SHA-256(source)):

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/dgraph-io/badger/v4"
@@ -42,6 +43,12 @@ type Index struct {
 	log    *slog.Logger
 	stopGC chan struct{}
 	gcDone chan struct{}
+	// seqMu makes nextSeq's read and increment one step: the database
+	// runs without conflict detection, so two concurrent transactions
+	// would read the same number. It is held across that one small
+	// update (no fsync), as badger's own Sequence holds its lock across
+	// a lease.
+	seqMu sync.Mutex
 }
 
 // Format is recorded once per cache directory; a later mount with

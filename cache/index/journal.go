@@ -200,6 +200,8 @@ var seqKey = []byte("!seq")
 // nextSeq returns a number larger than any returned before, across
 // restarts.
 func (ix *Index) nextSeq() (uint64, error) {
+	ix.seqMu.Lock()
+	defer ix.seqMu.Unlock()
 	var seq uint64
 	err := ix.db.Update(func(txn *badger.Txn) error {
 		item, err := txn.Get(seqKey)
