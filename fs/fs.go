@@ -107,7 +107,6 @@ type FS struct {
 
 	holds *backingHolds // the nodes go-fuse holds a backing registration for (backingholds.go)
 
-
 	root       *dirNode               // the mounted root (Refresh walks the kernel's tree from it)
 	mountpoint atomic.Pointer[string] // where it is mounted, for log lines ("" for a /dev/fd mount)
 	controlDir atomic.Pointer[string] // the control socket's directory (user.strata.control), if served
