@@ -55,10 +55,11 @@
 // (writestate.go): a node only ever read, most of a dataset's, has none. A close publishes it
 // only when the closing process wrote to it since the last upload and is
 // not dying of a signal (owner.go says how processes are told apart).
-// Whether a session holds new data, who wrote to it and whether a write
-// of it failed is the session's own record (writeback.Staging: Dirty,
-// WrittenBy, Failed; fs keeps no copy); a session with a failed write is never uploaded (Register
-// refuses it) and is kept aside. Once
+// Whether a session holds new data, who wrote to it, whether a write of
+// it failed and what the file was before it is the session's own record
+// (writeback.Staging: Dirty, WrittenBy, Failed, Previous; fs keeps no
+// copy); a session with a failed write is never uploaded (Register
+// refuses it) and is kept aside, and the file goes back to Previous. Once
 // committed, the content belongs to the writeback manager, found by key:
 // reads ask it (Manager.Content) until the upload is complete (a node
 // whose name an unlink or a rename took reads what it held then, or the

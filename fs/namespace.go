@@ -89,7 +89,7 @@ func (d *dirNode) Create(ctx context.Context, name string, flags uint32, mode ui
 	n := newFileNode(f, key, e)
 	n.base = backend.VersionAbsent // created here: the upload must not replace someone else's
 	w := n.ws()
-	w.sess, w.writers = st, 1 // pre stays zero: new
+	w.sess, w.writers = st, 1 // no StartFrom: the session creates the file
 	st.MarkDirty()
 	// Creating is new data: the creator's close publishes the (maybe
 	// empty) new file, as `touch` expects.

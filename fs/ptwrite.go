@@ -373,7 +373,7 @@ func (n *fileNode) finishLive(lw *liveWrite) {
 		}
 	}
 	n.mu.Lock()
-	n.abandonLocked(werr)
+	n.abandonLocked(werr, lw.job.Previous())
 	n.mu.Unlock()
 	f.wb.KeepLive(lw.job, werr)
 	n.forgetIfNew()

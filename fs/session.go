@@ -190,7 +190,8 @@ func (n *fileNode) installSessionLocked(st *writeback.Staging, trunc, pending bo
 	if n.ptOpen > 0 {
 		n.startShadowLocked() // the readers' backing file no longer holds the content
 	}
-	w.sess, w.pre = st, n.entry
+	w.sess = st
+	st.StartFrom(n.entry)
 	if n.unlinked {
 		st.Orphan() // written after its name went: for its descriptors only
 	}

@@ -174,7 +174,7 @@ func (n *fileNode) commitSession(ctx context.Context, lw *liveWrite) (*writeback
 	w.tids = nil // the next session's threads are asked again
 	if werr != nil {
 		key := n.key.get()
-		n.abandonLocked(werr)
+		n.abandonLocked(werr, st.Previous())
 		n.mu.Unlock()
 		w.sessMu.Unlock()
 		// Never uploaded, never thrown away: the staged bytes are the
@@ -408,20 +408,18 @@ func (n *fileNode) discardIfGone() {
 
 // abandonLocked drops a session in which a write failed: an object store
 // file is whole or not at all, so what was staged is not uploaded and the
-// file goes back to what it was before (a new file goes away). The
-// application saw the failed write; close returns the error again.
-// Caller holds n.mu (and sessMu).
-func (n *fileNode) abandonLocked(werr error) {
-	w := n.ws()
+// file goes back to previous, what it was before the session (the
+// session's record: Staging.Previous; zero, a file it created, which goes
+// away). The application saw the failed write; close returns the error
+// again. Caller holds n.mu (and sessMu).
+func (n *fileNode) abandonLocked(werr error, previous meta.Entry) {
 	n.fsys.log.Error("fs: a write to this file failed; it is not uploaded and keeps its previous content", "key", n.key.get(), "err", werr)
-	// Created in this session: nothing before it (pre is zero, whatever
-	// version string a bucket object may carry).
-	if w.pre == (meta.Entry{}) {
+	if previous == (meta.Entry{}) {
 		n.entry.Local, n.entry.Size = false, 0
 		n.unlinked = true
 		return
 	}
-	n.entry = w.pre
+	n.entry = previous
 }
 
 // forgetIfNew removes a new file abandoned by abandonLocked from the tree.

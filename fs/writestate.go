@@ -41,10 +41,6 @@ type writeState struct {
 	writers int           // open handles with write access
 	usGone  chan struct{} // closed when usOpen drops to 0 (made by an open that waits for it)
 	ptGone  chan struct{} // closed when ptOpen drops to 0 (made by a writer's open that waits for it)
-	// pre is the entry before the current write session (zero for a file
-	// created in it): a session with a failed write is abandoned at
-	// close, back to pre.
-	pre meta.Entry
 	// tids caches which process each writing thread belongs to, until
 	// the session's commit (who wrote to it is the session's record:
 	// writeback.Staging.WrittenBy, owner.go).

@@ -122,7 +122,9 @@ func (g *bucketGuard) check() {
 // writerHelper is a Python process that writes src to dst in 1 MiB writes
 // and, after at bytes, does what (fork: a forked child closes its copy and
 // exits, then a spawned child drops its close-on-exec copy at exec; stop:
-// prints "stopped" and waits to be killed). The parent pauses after each
+// prints "stopped" and waits to be killed; closestop: closes its
+// descriptor after a dup of it, writes 1 MiB more through the dup, then
+// stops as stop does). The parent pauses after each
 // step so that a wrong upload would stay in the bucket long enough to see.
 const writerHelper = `
 import os, sys, time, subprocess
@@ -144,7 +146,12 @@ if what == "fork":
     time.sleep(0.3)
     subprocess.run(["true"], check=True)
     time.sleep(0.3)
-elif what == "stop":
+elif what == "closestop":
+    fd2 = os.dup(fd)
+    os.close(fd)
+    fd = fd2
+    write_to(at + (1 << 20))
+if what in ("stop", "closestop"):
     print("stopped", flush=True)
     time.sleep(3600)
 write_to(len(data))
@@ -343,15 +350,23 @@ func keptCopies(t *testing.T, cacheDir string) int {
 // rewriting a file publishes nothing: the previous object stays, in both
 // upload modes, what it wrote is kept and reported, and the mount shows
 // the previous object again, whether it was put in the bucket by someone
-// else or written through the mount itself.
+// else or written through the mount itself. With --upload async, so too
+// when the writer closed one descriptor of the file (journaling the
+// rewrite, held for the last close) and was killed writing through
+// another (closestop).
 func TestWriteKilledWriter(t *testing.T) {
 	requireFUSE(t)
 	srv := startMinIO(t)
-	for _, tc := range []struct{ mode, by string }{
-		{"sync", "bucket"}, {"async", "bucket"}, {"sync", "mount"}, {"async", "mount"},
+	for _, tc := range []struct{ mode, by, what string }{
+		{"sync", "bucket", "stop"}, {"async", "bucket", "stop"}, {"sync", "mount", "stop"}, {"async", "mount", "stop"},
+		{"async", "bucket", "closestop"}, {"async", "mount", "closestop"},
 	} {
 		mode := tc.mode
-		t.Run(mode+"/"+tc.by, func(t *testing.T) {
+		name := mode + "/" + tc.by
+		if tc.what != "stop" {
+			name += "/" + tc.what
+		}
+		t.Run(name, func(t *testing.T) {
 			bucket := srv.newBucket(t)
 			w := srv.writer(t, bucket)
 			old := randData(70, 1<<20)
@@ -371,7 +386,8 @@ func TestWriteKilledWriter(t *testing.T) {
 				t.Fatal(err)
 			}
 			g := guardBucket(t, w, "ckpt.bin", sha(old))
-			cmd := runWriterHelper(t, src, filepath.Join(m.dir, "ckpt.bin"), 5<<20, "stop")
+			ino0 := inodeOf(t, filepath.Join(m.dir, "ckpt.bin"))
+			cmd := runWriterHelper(t, src, filepath.Join(m.dir, "ckpt.bin"), 5<<20, tc.what)
 			stdout, _ := cmd.StdoutPipe()
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -406,6 +422,9 @@ func TestWriteKilledWriter(t *testing.T) {
 				t.Fatalf("after the killed rewrite the mount shows %d bytes (want the previous object's %d, equal %v): %v",
 					len(got), len(old), bytes.Equal(got, old), err)
 			}
+			if ino := inodeOf(t, p); ino != ino0 {
+				t.Errorf("after the killed rewrite the file is inode %d, was %d: it should be the same file", ino, ino0)
+			}
 			f, err := os.OpenFile(p, os.O_WRONLY|os.O_APPEND, 0)
 			if err != nil {
 				t.Fatal(err)
@@ -430,6 +449,16 @@ func TestWriteKilledWriter(t *testing.T) {
 			}
 		})
 	}
+}
+
+// inodeOf is the inode number of path.
+func inodeOf(t *testing.T, path string) uint64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(path, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Ino
 }
 
 // TestWriteAsyncUploadsAtLastClose: with --upload async nothing goes up at

@@ -104,6 +104,7 @@ func (m *Manager) Register(key string, st *Staging, base string, mtime int64, he
 	if err != nil {
 		return nil, err
 	}
+	previous := st.Previous()
 	name, reserved, eager := st.detach()
 	r := index.UploadRecord{
 		Source: m.source, Key: key, Staging: name, Size: size, MTime: mtime,
@@ -112,6 +113,7 @@ func (m *Manager) Register(key string, st *Staging, base string, mtime int64, he
 	j := newJob(0, r, reserved)
 	j.held = held && m.opts.Mode == Async
 	j.content, j.journaling, j.eager = c, true, eager
+	j.previous = previous
 	m.mu.Lock()
 	if base == "" {
 		m.followLocked(j)

@@ -69,9 +69,11 @@
 // A write session records whether it holds new data (Staging.Dirty), who
 // wrote to it (NoteWriter, WrittenBy: the filesystem publishes it only
 // at a writer's close) and its first failed write or truncation
-// (Staging.Failed, or Fail for a writer killed mid-file); Register refuses a failed session, which the
-// filesystem keeps aside instead: a write that must not be uploaded is
-// kept under failed-writes (kept.go).
+// (Staging.Failed, or Fail for a writer killed mid-file), and what the
+// file was before it (StartFrom, Previous, passed on to its Job): where
+// a failed session leaves the file. Register refuses a failed session,
+// which the filesystem keeps aside instead: a write that must not be
+// uploaded is kept under failed-writes (kept.go).
 //
 // A committed file's bytes (Content) belong to the manager until its
 // upload is complete: the filesystem asks for them by key. The manager

@@ -59,6 +59,9 @@ type Job struct {
 	// journaling: registered, not yet journaled (seq is 0): not started,
 	// and the Journal call in progress cleans up if it is dropped.
 	journaling bool
+	// previous: the file before the session this job committed
+	// (Staging.Previous). Set before the job is shared, never changed.
+	previous meta.Entry
 	// successor: the newer commit that superseded this one, which holds
 	// its bytes (staged from them) or replaced them; a sync close of
 	// this one returns with that upload (commit.go, waitSuccessor).
@@ -78,6 +81,11 @@ func newJob(seq uint64, r index.UploadRecord, reserved int64) *Job {
 	}
 	return &Job{seq: seq, rec: r, reserved: reserved, attempted: make(chan struct{}), done: make(chan struct{})}
 }
+
+// Previous is what the file was before the write session this job
+// committed (Staging.Previous): a passthrough session that fails after a
+// close committed it goes back there.
+func (j *Job) Previous() meta.Entry { return j.previous }
 
 // Landed returns the version the job's upload created, once the upload
 // is complete; false while it is pending, or if it never landed.

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"testing"
+
+	"github.com/stratafs/strata/cache/meta"
 )
 
 // TestSessionOwnsDirtyAndFailure: a write session knows itself whether it
@@ -88,5 +90,32 @@ func TestSessionKnowsItsWriters(t *testing.T) {
 	defer next.Discard()
 	if next.WrittenBy(parent) {
 		t.Fatal("a new session counts the previous session's writer")
+	}
+}
+
+// TestSessionKnowsWhatItStartedFrom: what a file was before its write
+// session is the session's record, handed to the upload job at commit,
+// so that a session that fails after a close committed it (a passthrough
+// write) still knows where the file goes back to; a session told nothing
+// creates the file.
+func TestSessionKnowsWhatItStartedFrom(t *testing.T) {
+	e := newEnv(t, Async, newBucket(), t.TempDir())
+	before := meta.Entry{Name: "k", Size: 8, MTime: 42, Version: "v1"}
+	st, _ := e.m.NewStaging("k")
+	st.StartFrom(before)
+	if got := st.Previous(); got != before {
+		t.Fatalf("previous = %+v, want %+v", got, before)
+	}
+	j, err := e.m.Register("k", st, "v1", 0, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := j.Previous(); got != before {
+		t.Fatalf("job's previous = %+v, want %+v", got, before)
+	}
+	created, _ := e.m.NewStaging("new")
+	defer created.Discard()
+	if got := created.Previous(); got != (meta.Entry{}) {
+		t.Fatalf("a creating session's previous = %+v, want none", got)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"sync"
 	"time"
+
+	"github.com/stratafs/strata/cache/meta"
 )
 
 // Staging is one file being written through the mount: a write session.
@@ -32,6 +34,10 @@ type Staging struct {
 	// writers: who wrote to the session (processes, as the filesystem
 	// tells them apart: NoteWriter). Only a writer's close publishes it.
 	writers map[int64]struct{}
+	// previous: what the file was before this session (StartFrom; zero
+	// for a file the session creates), what a failed session goes back
+	// to. It goes to the upload job at commit (Job.Previous).
+	previous meta.Entry
 
 	// atRelease: the session is published at its last release (see
 	// PublishAtRelease); job is the upload it became. Both guarded by
@@ -263,6 +269,24 @@ func (s *Staging) WrittenBy(writer int64) bool {
 	defer s.mu.Unlock()
 	_, ok := s.writers[writer]
 	return ok
+}
+
+// StartFrom records e as what the file was before this session began
+// (its entry as the filesystem showed it); a session never told is one
+// that creates the file.
+func (s *Staging) StartFrom(e meta.Entry) {
+	s.mu.Lock()
+	s.previous = e
+	s.mu.Unlock()
+}
+
+// Previous is what the file was before this session (StartFrom), zero
+// for a file the session creates: where a session whose write failed
+// leaves the file, since an object is whole or not at all.
+func (s *Staging) Previous() meta.Entry {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.previous
 }
 
 // Sync makes the staged bytes durable.
