@@ -273,7 +273,13 @@ func modelRuns(t *testing.T, srv server, modes []string, base, seeds uint64, ste
 					continue
 				}
 				again := startMount(t, srv, srv.source(bucket, name), "")
-				if got, err := snapshot(again.dir); err != nil || diffSnapshots(want, got) != "" {
+				got, err := snapshot(again.dir)
+				if err == nil {
+					if gone := dropMinIOPhantoms(t, srv, w, bucket, name+"/", want, got); len(gone) > 0 {
+						t.Logf("seed %d: MinIO lists %v with no object under it (minio/minio#21268); left out of the comparison", seed, gone)
+					}
+				}
+				if err != nil || diffSnapshots(want, got) != "" {
 					failed(fmt.Sprintf("a new mount of the bucket (%v):\n%s", err, diffSnapshots(want, got)))
 				}
 				again.unmount()
