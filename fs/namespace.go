@@ -383,24 +383,34 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) 
 }
 
 // dirEmpty reports whether nothing but its own marker lives under prefix,
-// in the bucket or written here and not yet uploaded.
+// in the bucket or written here and not yet uploaded. An object of a file
+// deleted or renamed while its upload ran, there until the uploader takes
+// it back down (meta's Hidden), does not count: the directory is empty
+// for its users, as on local disk (`rm -rf` of a checkpoint whose uploads
+// are in flight).
 func (f *FS) dirEmpty(ctx context.Context, prefix string) (bool, error) {
 	if f.meta.HasLocal(prefix) {
 		return false, nil
 	}
-	page, err := f.be.List(ctx, prefix, backend.ListOptions{Limit: 2})
-	if err != nil {
-		return false, err
-	}
-	if len(page.Prefixes) > 0 {
-		return false, nil
-	}
-	for _, o := range page.Objects {
-		if o.Key != prefix {
+	opt := backend.ListOptions{Limit: 2}
+	for {
+		page, err := f.be.List(ctx, prefix, opt)
+		if err != nil {
+			return false, err
+		}
+		if len(page.Prefixes) > 0 {
 			return false, nil
 		}
+		for _, o := range page.Objects {
+			if o.Key != prefix && !f.meta.Hidden(o.Key) {
+				return false, nil
+			}
+		}
+		if page.Next == "" {
+			return true, nil
+		}
+		opt.Token = page.Next // only the marker and hidden objects so far
 	}
-	return true, nil
 }
 
 // Setattr on a directory: nothing to store (directories are prefixes).

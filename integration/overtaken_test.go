@@ -29,7 +29,7 @@ type lateUploadProxy struct {
 	hold time.Duration
 	mu   sync.Mutex
 	arm  *string       // the key to hold the next upload of ("": any), nil when not armed
-	lose string        // how the held request's answer is lost: "cut" (the connection), "502" (a gateway's error), "" (it is not)
+	lose string        // how the held request's answer is lost: "cut" (the connection), "502" (a gateway's error), "late" (held as long again after the server stored it), "" (it is not)
 	sent chan struct{} // one value per held request
 	done chan error    // the held request's outcome at the server
 }
@@ -98,6 +98,10 @@ func (p *lateUploadProxy) RoundTrip(r *http.Request) (*http.Response, error) {
 		err = errors.New(resp.Status)
 	}
 	p.done <- err
+	if lose == "late" {
+		time.Sleep(p.hold) // the object is in the bucket; the client hears of it later
+		return resp, err
+	}
 	if lose != "" && err == nil {
 		resp.Body.Close()
 		if lose == "cut" {
@@ -274,6 +278,42 @@ func TestUploadOvertakenInFlightLeavesNoObject(t *testing.T) {
 				}
 			})
 		}
+		// rm -rf while an upload is in flight (a trainer removing an old
+		// checkpoint): the file's object lands after its unlink returned,
+		// and is taken down when the answer comes. Meanwhile the
+		// directory lists nothing and rmdir removes it, as on local disk.
+		// Before, rmdir listed the bucket, found the object and said
+		// ENOTEMPTY, and a listing fetched then showed the deleted file.
+		t.Run("rmdir-answer-late", func(t *testing.T) {
+			dir := filepath.Join(m.dir, "checkpoint-1")
+			if err := os.Mkdir(dir, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			p.armTo("", "late")
+			if err := os.WriteFile(filepath.Join(dir, "model.bin"), data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			p.waitSent(t)
+			if err := os.Remove(filepath.Join(dir, "model.bin")); err != nil {
+				t.Fatal(err)
+			}
+			p.waitDone(t) // in the bucket now, its answer held 2 s more
+			if _, err := os.Stat(filepath.Join(dir, "model.bin")); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("stat of the deleted file while its late upload is in the bucket: %v", err)
+			}
+			if ents, err := os.ReadDir(dir); err != nil || len(ents) != 0 {
+				t.Errorf("readdir of the emptied directory while the deleted file's late upload is in the bucket: %v, %v", ents, err)
+			}
+			if err := os.Remove(dir); err != nil {
+				t.Errorf("rmdir of the emptied directory while the deleted file's late upload is in the bucket: %v", err)
+			}
+			runSync(t, m)
+			gone(t, "checkpoint-1/model.bin")
+			gone(t, "checkpoint-1/")
+			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+				t.Errorf("the removed directory through the mount: %v", err)
+			}
+		})
 		// discard-answer-cut and -502: a rewrite discarded
 		// (`strata uploads --discard`) while its upload is held, whose
 		// answer is then lost. The bucket keeps what landed (it cannot

@@ -84,7 +84,7 @@ type Cache struct {
 	cancel context.CancelFunc
 	loads  sync.WaitGroup
 
-	mu    sync.Mutex // guards dirs, lru, inMem, resumeHeld, points, warned, local, invalidations
+	mu    sync.Mutex // guards dirs, lru, inMem, resumeHeld, points, warned, local, hidden, invalidations
 	dirs  map[string]*dirState
 	lru   *list.List // of *dirState holding entries in memory, most recent first
 	inMem int        // entries held in memory by complete listings
@@ -94,6 +94,7 @@ type Cache struct {
 	points     map[string]pointResult
 	warned     map[string]bool
 	local      map[string]map[string]Entry // dir -> name -> entry written here, not yet in the bucket
+	hidden     map[string]int              // key -> Hide calls not yet undone (hidden.go)
 
 	invalidations []invalidation // recent InvalidatePrefix calls (see installFlat)
 	invalidFloor  int64          // invalidations up to this time were forgotten
@@ -228,9 +229,11 @@ func (c *Cache) Lookup(ctx context.Context, dir, name string) (Entry, error) {
 // TTL, an entry answered from a listing about to expire, and renewed by
 // every readdirplus of it, would outlive the listing by up to a TTL.
 func (c *Cache) LookupLease(ctx context.Context, dir, name string) (Entry, time.Duration, error) {
-	if e, ok := c.localEntry(dir, name); ok {
+	if e, local, hidden := c.overrideOf(dir, name); local {
 		// Written here: nothing in the bucket for it to go stale against.
 		return e, c.lease(c.now().UnixNano()), nil
+	} else if hidden {
+		return Entry{}, 0, backend.ErrNotExist // on its way out of the bucket
 	}
 	ds := c.dir(dir)
 	if e, found, at, answered := ds.lookupCached(c, name); answered {

@@ -40,7 +40,11 @@
 // fetched when the split started, unless the directory has something at
 // least as recent: a load done or running, a local edit or invalidation
 // (dirState.mutatedAt, Cache.invalidations). Local entries (SetLocal) are
-// an overlay and never touched. Splits run under the Cache's context and
+// an overlay and never touched. Hidden keys (Hide, hidden.go: the object
+// of a file deleted or renamed while its upload ran, in the bucket until
+// the uploader takes it down) are an overlay the other way: no listing or
+// lookup shows them, and Unhide records the name as gone, an edit that a
+// load running meanwhile applies as it ends. Splits run under the Cache's context and
 // loads WaitGroup, so Close stops them. A readdir of a directory strictly
 // inside a split that will install it soon (its first page is coming, or
 // it is inside that directory now) waits for it, up to splitWait, rather

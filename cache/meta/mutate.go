@@ -58,14 +58,6 @@ func (c *Cache) MoveLocal(dir, name, newDir, newName string) {
 	m[newName] = e
 }
 
-// localEntry returns the local override of name in dir, if any.
-func (c *Cache) localEntry(dir, name string) (Entry, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	e, ok := c.local[dir][name]
-	return e, ok
-}
-
 // localEntries returns dir's local overrides.
 func (c *Cache) localEntries(dir string) []Entry {
 	c.mu.Lock()
@@ -79,6 +71,7 @@ func (c *Cache) localEntries(dir string) []Entry {
 
 // Upsert records that e now exists in dir in the bucket.
 func (c *Cache) Upsert(dir string, e Entry) {
+	c.unhideUpserted(dir + e.Name)
 	c.mutate(dir, e.Name, &e)
 }
 

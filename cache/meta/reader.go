@@ -119,8 +119,10 @@ func (r *Reader) Next(ctx context.Context) (e Entry, ok bool, err error) {
 // gives the kernel these attributes, and a stale size would outlive the
 // readdir. live is false for a name removed since.
 func (r *Reader) newest(e Entry) (Entry, bool) {
-	if le, ok := r.c.localEntry(r.ds.dir, e.Name); ok {
+	if le, local, hidden := r.c.overrideOf(r.ds.dir, e.Name); local {
 		return le, true
+	} else if hidden {
+		return Entry{}, false // on its way out of the bucket (hidden.go)
 	}
 	if ne, found, ok := r.ds.editedDuring(r.l, e.Name); ok {
 		return ne, found
@@ -232,8 +234,10 @@ func (r *Reader) fallback(err error) bool {
 // left of that listing's TTL (see Cache.LookupLease; 0 once the reader
 // fell back to a stale listing).
 func (r *Reader) Lookup(name string) (Entry, time.Duration, bool) {
-	if e, ok := r.c.localEntry(r.ds.dir, name); ok {
+	if e, local, hidden := r.c.overrideOf(r.ds.dir, name); local {
 		return e, r.c.lease(r.c.now().UnixNano()), true
+	} else if hidden {
+		return Entry{}, 0, false
 	}
 	lease := r.c.lease(r.l.fetched())
 	if r.last.Name == name && name != "" {

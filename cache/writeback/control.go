@@ -23,6 +23,7 @@ func (m *Manager) Cancel(key string) {
 			// as a deleted file's, it is then taken back down, and the
 			// name not shown again (upload). Out of the journal now.
 			j.dropped = errCancelled
+			m.hideLocked(j, key)
 			if j.seq != 0 {
 				m.deleteUpload(j.seq, j.rec.Key)
 			}
@@ -132,6 +133,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 		}
 		if j.running {
 			j.requeue = true
+			m.hideLocked(j, key)
 			j.cancel()
 		}
 		live = live || j.dropped == nil

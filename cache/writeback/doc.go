@@ -75,6 +75,10 @@
 // which the filesystem keeps aside instead: a write that must not be
 // uploaded is kept under failed-writes (kept.go).
 //
+// The old name of a file deleted or renamed while its upload ran is
+// hidden from the namespace until that attempt has ended and taken down
+// what landed (hiding.go, Names.Hide).
+//
 // A committed file's bytes (Content) belong to the manager until its
 // upload is complete: the filesystem asks for them by key. The manager
 // keeps the namespace (Names, cache/meta) current: a journaled upload

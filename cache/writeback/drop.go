@@ -75,6 +75,9 @@ func (m *Manager) dropOrCancelLocked(j *Job, why error) {
 	}
 	j.dropped = why
 	if j.running {
+		if why == errCancelled {
+			m.hideLocked(j, j.rec.Key)
+		}
 		j.cancel()
 		if why == errCancelled && j.seq != 0 {
 			// Deleted: out of the journal now, not when the attempt ends,

@@ -32,7 +32,11 @@ type Job struct {
 	running bool
 	cancel  context.CancelFunc
 	dropped error // errSuperseded or errCancelled once decided
-	requeue bool  // renamed while running: start again under the new key
+	// hidden: the key this job's running attempt may still put an object
+	// under, though a delete or a rename took the name from the file
+	// (hiding.go); "" when none.
+	hidden  string
+	requeue bool // renamed while running: start again under the new key
 	// discarded: dropped by Discard (dropped is errCancelled), not by a
 	// delete: an attempt that lands anyway over an object stays.
 	discarded bool
@@ -324,6 +328,8 @@ func (m *Manager) deleteUpload(seq uint64, key string) {
 
 // finish records an attempt's outcome.
 func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, err error) {
+	m.endHiding(j)       // what landed of it is down (upload); before flightEnded
+	defer m.endHiding(j) // one hidden in between, while it still ran
 	m.mu.Lock()
 	j.running, j.landed = false, false
 	j.cancel() // releases the attempt's stop (m.ctx keeps it until then)

@@ -60,12 +60,17 @@ func DefaultOptions() Options {
 // Cache): a file waiting for its upload shows as a local entry (from the
 // journal at startup too), and a completed upload becomes the bucket's
 // entry before the local one goes. The manager calls it and never the
-// filesystem above it. ClearLocal and SetLocal touch memory only (they are
-// called under Manager.mu); Upsert may write the index and is not.
+// filesystem above it. ClearLocal, SetLocal and Hide touch memory only
+// (they are called under Manager.mu); Upsert and Unhide may write the
+// index and are not. Hide keeps the name of a file deleted or renamed while its
+// upload ran out of listings and lookups until that attempt has ended
+// (its object, if it landed, taken back down: hiding.go).
 type Names interface {
 	SetLocal(dir string, e meta.Entry)
 	ClearLocal(dir, name string)
 	Upsert(dir string, e meta.Entry)
+	Hide(key string)
+	Unhide(key string)
 }
 
 // Manager owns staging files and uploads for one source.

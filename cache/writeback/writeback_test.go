@@ -27,6 +27,7 @@ type env struct {
 	uploaded sync.Map      // key -> backend.ObjectInfo (Version only)
 	pending  sync.Map      // key -> size
 	local    sync.Map      // key -> true while shown as local
+	hidden   sync.Map      // key -> true while hidden (Names.Hide)
 	upserted chan struct{} // if set, Upsert waits for it
 }
 
@@ -38,6 +39,8 @@ func (f *fakeNames) SetLocal(dir string, e meta.Entry) {
 	f.e.local.Store(dir+e.Name, true)
 }
 func (f *fakeNames) ClearLocal(dir, name string) { f.e.local.Delete(dir + name) }
+func (f *fakeNames) Hide(key string)             { f.e.hidden.Store(key, true) }
+func (f *fakeNames) Unhide(key string)           { f.e.hidden.Delete(key) }
 func (f *fakeNames) Upsert(dir string, e meta.Entry) {
 	if f.e.upserted != nil {
 		<-f.e.upserted

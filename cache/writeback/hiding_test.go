@@ -1,0 +1,72 @@
+package writeback
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+)
+
+// TestOvertakenUploadHidesItsNameUntilTakenDown: a file deleted, or
+// renamed, while its upload is in flight (its object already in the
+// bucket, the answer not back) is hidden from the namespace under its old
+// name until the attempt has ended and taken that object down, and not
+// before nor after: a listing fetched in between would show a name no
+// file has, and rmdir of its directory would find it not empty.
+func TestOvertakenUploadHidesItsNameUntilTakenDown(t *testing.T) {
+	for _, how := range []string{"delete", "rename"} {
+		t.Run(how, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			b := newBucket()
+			b.landed = make(chan struct{})
+			release := sync.OnceFunc(func() { close(b.landed) })
+			defer release() // before the manager closes (t.Cleanup), which waits for the upload
+			e := newEnv(t, Async, b, "")
+			if _, err := e.m.Commit(ctx, "ckpt/model.bin", e.stageAt(t, "ckpt/model.bin", []byte("weights")), backend.VersionAbsent, 1); err != nil {
+				t.Fatal(err)
+			}
+			for {
+				if _, ok := b.get("ckpt/model.bin"); ok {
+					break // in the bucket, its answer held
+				}
+				time.Sleep(time.Millisecond)
+			}
+			if _, hidden := e.hidden.Load("ckpt/model.bin"); hidden {
+				t.Fatal("hidden before anything overtook its upload")
+			}
+			if how == "delete" {
+				e.m.Cancel("ckpt/model.bin")
+			} else if _, err := e.m.Rekey("ckpt/model.bin", "model.bin", ""); err != nil {
+				t.Fatal(err)
+			}
+			if _, hidden := e.hidden.Load("ckpt/model.bin"); !hidden {
+				t.Fatalf("after the %s the old name's object is in the bucket and not hidden", how)
+			}
+			release()
+			if how == "rename" {
+				if err := e.m.WaitKey(ctx, "model.bin"); err != nil {
+					t.Fatal(err)
+				}
+			}
+			for {
+				_, inBucket := b.get("ckpt/model.bin")
+				_, hidden := e.hidden.Load("ckpt/model.bin")
+				if !inBucket && !hidden {
+					break
+				}
+				if !inBucket && hidden {
+					// taken down; the attempt ends next
+				} else if !hidden {
+					t.Fatal("no longer hidden while the old name's object is still in the bucket")
+				}
+				if ctx.Err() != nil {
+					t.Fatalf("in the bucket %v, hidden %v: the attempt never ended", inBucket, hidden)
+				}
+				time.Sleep(time.Millisecond)
+			}
+		})
+	}
+}
