@@ -67,5 +67,8 @@ func (c *Cache) overrideOf(dir, name string) (e Entry, local, hidden bool) {
 	if e, ok := c.local[dir][name]; ok {
 		return e, true, false
 	}
+	if len(c.hidden) == 0 {
+		return Entry{}, false, false // the usual case: no key built (it would allocate)
+	}
 	return Entry{}, false, c.hidden[dir+name] > 0
 }

@@ -94,3 +94,14 @@ func TestAListingLoadedAcrossUnhideLeavesTheNameOut(t *testing.T) {
 		t.Fatalf("the cached listing loaded across Unhide: %v", got)
 	}
 }
+
+// TestNameChecksAllocateNothing: every lookup and readdir entry asks
+// whether the name is written here or hidden; with nothing hidden (the
+// usual case) that must not build a key (an allocation per FUSE request).
+func TestNameChecksAllocateNothing(t *testing.T) {
+	c := newCache(t, newFake(1000, "d/a"), openIndex(t, t.TempDir()), time.Minute, &testClock{})
+	dir, name := "datasets/imagenet/train/n01440764/", "n01440764_10026.JPEG"
+	if n := testing.AllocsPerRun(100, func() { c.overrideOf(dir, name) }); n != 0 {
+		t.Fatalf("%v allocations per name check", n)
+	}
+}
