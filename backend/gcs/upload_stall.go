@@ -27,7 +27,10 @@ import (
 //     moved for StallTimeout: no byte of its body taken by the
 //     connection, no answer, no byte of the answer (the server
 //     assembling a large object at finalization answers late; that is
-//     one cut attempt, then a re-send that the server answers).
+//     one cut attempt, then a re-send that the server answers). An
+//     attempt the other end drops with no answer after at least half
+//     the bound of silence (a peer's or a proxy's idle timeout, which
+//     races the cut) is taken as cut too.
 //   - an upload whose attempts go unanswered silentAfter times in a row
 //     (cut by uploadStall, or by the response header timeout that the
 //     request's end starts), with nothing acknowledged between them
@@ -44,9 +47,15 @@ const silentAfter = 2
 
 // stallError is an upload attempt cut by uploadStall. It is a network
 // timeout, which the library retries (shouldRetry) until silentAfter.
-type stallError struct{ d time.Duration }
+type stallError struct {
+	d       time.Duration
+	dropped bool // the other end dropped the connection after d of silence
+}
 
 func (e *stallError) Error() string {
+	if e.dropped {
+		return fmt.Sprintf("gcs: upload request moved nothing for %v, then the connection was dropped (endpoint silent)", e.d.Round(time.Millisecond))
+	}
 	return fmt.Sprintf("gcs: upload request moved nothing for %v (endpoint silent)", e.d)
 }
 func (e *stallError) Timeout() bool   { return true }
@@ -83,8 +92,10 @@ func (t uploadStall) RoundTrip(req *http.Request) (*http.Response, error) {
 	if t.d <= 0 || !isUpload(req) {
 		return t.rt.RoundTrip(req)
 	}
-	ctx, cancel := context.WithCancel(req.Context())
+	parent := req.Context()
+	ctx, cancel := context.WithCancel(parent)
 	s := &stallTimer{cancel: cancel, d: t.d}
+	s.last.Store(time.Now().UnixNano())
 	s.timer = time.AfterFunc(t.d, s.fire)
 	req = req.WithContext(ctx) // a copy: RoundTrip must not change the caller's request
 	if req.Body != nil && req.Body != http.NoBody {
@@ -95,6 +106,12 @@ func (t uploadStall) RoundTrip(req *http.Request) (*http.Response, error) {
 		s.stop()
 		if s.fired.Load() {
 			return nil, &stallError{d: t.d}
+		}
+		if silence := s.silence(); silence >= t.d/2 && parent.Err() == nil {
+			// Dropped by the other end after a long silence (a peer's or
+			// a proxy's idle timeout) rather than cut by us: as unanswered,
+			// and which comes first is a race.
+			return nil, &stallError{d: silence, dropped: true}
 		}
 		return nil, err
 	}
@@ -110,11 +127,16 @@ type stallTimer struct {
 	timer  *time.Timer
 	fired  atomic.Bool
 	once   sync.Once
+	last   atomic.Int64 // when something last moved (UnixNano)
 }
 
 func (s *stallTimer) fire() { s.fired.Store(true); s.cancel() }
 
+// silence is how long nothing has moved.
+func (s *stallTimer) silence() time.Duration { return time.Since(time.Unix(0, s.last.Load())) }
+
 func (s *stallTimer) moved() {
+	s.last.Store(time.Now().UnixNano())
 	if !s.fired.Load() {
 		s.timer.Reset(s.d)
 	}

@@ -111,3 +111,45 @@ func TestUploadToASilentEndpointIsUnavailable(t *testing.T) {
 		t.Errorf("%d other requests (the object asked) after a silent upload; want none", n)
 	}
 }
+
+// TestUploadDroppedInSilenceIsUnavailable: every upload request goes
+// unanswered and the connection is then dropped by the other end a
+// little before the stall bound would cut it (a peer's or a proxy's idle
+// timeout: MinIO's is 30 s, the bound's too). Such an attempt is as
+// unanswered as a cut one: Put gives up after silentAfter of them, with
+// backend.ErrUnavailable. Before, the drops were retried as any network
+// error, until MaxAttempts or RetryDeadline.
+func TestUploadDroppedInSilenceIsUnavailable(t *testing.T) {
+	p, _, direct := faultSetup(t)
+	b := newTestBackend(t, p.URL, "bkt", func(o *Options) {
+		fastRetries(o)
+		o.MaxAttempts = 5
+		o.RequestTimeout = 20 * time.Second // only the stall bound counts
+		o.RetryDeadline = 20 * time.Second
+	})
+	old := mustPut(t, direct, "k", []byte("previous"), backend.PutOptions{})
+	var uploads atomic.Int64
+	p.set(func(w http.ResponseWriter, r *http.Request) bool {
+		if !isUpload(r) {
+			return false
+		}
+		uploads.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			time.Sleep(240 * time.Millisecond) // 0.8 of the 300 ms bound
+			conn.Close()
+		}
+		return true
+	})
+	data := testData(200<<10, 10)
+	start := time.Now()
+	_, err := b.Put(context.Background(), "k", bytes.NewReader(data), int64(len(data)), backend.PutOptions{IfVersion: old.Version})
+	took := time.Since(start)
+	if !errors.Is(err, backend.ErrUnavailable) {
+		t.Errorf("Put whose attempts were dropped after 240 ms of silence: %v after %v; want ErrUnavailable", err, took)
+	}
+	if n := uploads.Load(); n != silentAfter {
+		t.Errorf("%d upload attempts in %v; want %d", n, took, silentAfter)
+	}
+}

@@ -128,9 +128,15 @@ type attemptTimeoutError struct {
 	// last: the operation's silentAfter-th attempt to time out, not
 	// retried (stall.go).
 	last bool
+	// dropped: the connection was dropped by the other end after this
+	// much silence, before d ran out (droppedInSilence).
+	dropped time.Duration
 }
 
 func (e *attemptTimeoutError) Error() string {
+	if e.dropped > 0 {
+		return fmt.Sprintf("attempt answered nothing for %s, then the connection was dropped (%v)", e.dropped.Round(time.Millisecond), e.err)
+	}
 	return fmt.Sprintf("attempt timed out after %s (%v)", e.d, e.err)
 }
 func (e *attemptTimeoutError) RetryableError() bool { return !e.last }
@@ -152,6 +158,7 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 	middleware.FinalizeOutput, middleware.Metadata, error,
 ) {
 	actx, cancel := context.WithCancel(ctx)
+	start := time.Now()
 	timer := time.AfterFunc(m.d, cancel)
 	out, md, err := next.HandleFinalize(actx, in)
 	inTime := timer.Stop()
@@ -166,8 +173,12 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 		}
 	}
 	cancel()
-	if err != nil && !inTime && ctx.Err() == nil {
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case !inTime:
 		err = timedOut(ctx, m.d, err)
+	default:
+		err = droppedInSilence(ctx, m.d, time.Since(start), err)
 	}
 	return out, md, err
 }

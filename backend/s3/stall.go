@@ -32,6 +32,9 @@ import (
 //     caller (the writeback manager, a listing) retries on its own
 //     schedule. A GET's or a lookup's short attempts (ResponseTimeout) are
 //     not counted: their callers bound the whole operation.
+//   - an attempt the other end drops with no answer after at least half
+//     its bound of silence counts as timed out (droppedInSilence): a
+//     server's idle timeout (MinIO's is 30 s) races our own cut.
 
 // silentAfter is how many of an operation's attempts may time out before
 // it fails instead of retrying.
@@ -54,18 +57,43 @@ func (m sendStall) HandleFinalize(ctx context.Context, in middleware.FinalizeInp
 	actx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var fired atomic.Bool
+	var moved atomic.Int64 // when something last moved (UnixNano)
+	moved.Store(time.Now().UnixNano())
 	timer := time.AfterFunc(m.d, func() { fired.Store(true); cancel() })
 	p := &progress{touch: func() {
+		moved.Store(time.Now().UnixNano())
 		if !fired.Load() {
 			timer.Reset(m.d)
 		}
 	}}
 	out, md, err := next.HandleFinalize(context.WithValue(actx, progressKey{}, p), in)
 	timer.Stop()
-	if err != nil && fired.Load() && ctx.Err() == nil {
+	switch {
+	case err == nil || ctx.Err() != nil:
+	case fired.Load():
 		err = timedOut(ctx, m.d, err)
+	default:
+		err = droppedInSilence(ctx, m.d, time.Since(time.Unix(0, moved.Load())), err)
 	}
 	return out, md, err
+}
+
+// droppedInSilence counts, as an attempt timed out, one that ended with
+// no answer at all after at least half its bound d of silence: the
+// connection was dropped by the other end (MinIO drops one that sent it
+// nothing after 30 s; proxies and load balancers have idle timeouts)
+// rather than cut by us. The endpoint was as silent, and whether the cut
+// or the drop comes first is a race; counted or not, two such attempts
+// would fail the operation at about the same time or after every
+// MaxAttempts. Any other error is returned as it is.
+func droppedInSilence(ctx context.Context, d, silence time.Duration, err error) error {
+	var ate *attemptTimeoutError
+	if silence < d/2 || httpStatus(err) != 0 || errors.As(err, &ate) {
+		return err
+	}
+	e := timedOut(ctx, d, err).(*attemptTimeoutError)
+	e.dropped = silence
+	return e
 }
 
 // withSendStall returns the per-operation option installing sendStall.
