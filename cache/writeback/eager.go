@@ -264,8 +264,15 @@ func (e *eagerUpload) finish(ctx context.Context, stop <-chan struct{}, size int
 	if errors.Is(failed, backend.ErrUnavailable) {
 		return e.giveUp(failed)
 	}
-	if up == nil || failed != nil || n > eagerMaxParts || size < eagerPartSize {
+	if up == nil && failed == nil {
 		e.abort()
+		return backend.ObjectInfo{}, 0, errNoEager // never begun: a small file
+	}
+	// The file goes up whole; the parts are aborted beside that, not
+	// before it: against an endpoint gone silent the abort waits out its
+	// own minute (its record stays for the next mount if it fails).
+	if up == nil || failed != nil || n > eagerMaxParts || size < eagerPartSize {
+		e.abortAsync()
 		return backend.ObjectInfo{}, 0, fmt.Errorf("%w: %v", errNoEager, failed)
 	}
 	sctx, cancel := backend.WithStop(ctx, stop)
@@ -279,7 +286,7 @@ func (e *eagerUpload) finish(ctx context.Context, stop <-chan struct{}, size int
 		return e.giveUp(err)
 	}
 	if err != nil {
-		e.abort()
+		e.abortAsync()
 		return backend.ObjectInfo{}, 0, fmt.Errorf("%w: %w", errNoEager, err)
 	}
 	info, err := up.Complete(ctx, tags, size, backend.CompleteOptions{IfVersion: ifVersion, Stop: stop})

@@ -27,6 +27,9 @@ type partsBucket struct {
 	aborted  int
 	uploads  map[*fakeParts]bool
 	failPart error // SendPart fails with it when set
+	// abortGate, if set, holds AbortParts until it is closed or the
+	// caller gives up (an endpoint gone silent).
+	abortGate chan struct{}
 }
 
 func newPartsBucket() *partsBucket {
@@ -97,6 +100,13 @@ func (u *fakeParts) Complete(ctx context.Context, tags []string, size int64, opt
 func (u *fakeParts) ID() string { return u.id }
 
 func (b *partsBucket) AbortParts(ctx context.Context, key, id string) error {
+	if b.abortGate != nil {
+		select {
+		case <-b.abortGate:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	for u := range b.uploads {
@@ -289,6 +299,47 @@ func TestEagerUploadFailureFallsBack(t *testing.T) {
 	if begun, _, _, _ := b.counts(); begun != 1 {
 		t.Errorf("a file under %d bytes began an upload in parts", eagerStart)
 	}
+}
+
+// TestEagerUploadFallsBackWithoutWaitingForItsAbort: the parts failed
+// and the endpoint has gone silent, so the abort of the multipart upload
+// hangs (up to its minute). The commit's whole upload must not wait for
+// it: CI saw a close with --upload sync return EIO after 82 s instead of
+// about a minute (TestUploadToASilentEndpoint, in parts), 60 s of it the
+// abort of the parts before the fallback began.
+func TestEagerUploadFallsBackWithoutWaitingForItsAbort(t *testing.T) {
+	smallParts(t)
+	b := newPartsBucket()
+	b.failPart = errors.New("injected part failure")
+	b.abortGate = make(chan struct{})
+	release := sync.OnceFunc(func() { close(b.abortGate) })
+	defer release()
+	e := newEnv(t, Sync, b.fakeBucket, "")
+	e.m.pw = b
+	st, err := e.m.NewStaging("a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := bytes.Repeat([]byte{4, 5, 6}, int(eagerPartSize)+5)
+	writeSeq(t, st, d, 0)
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.m.Commit(context.Background(), "a", st, backend.VersionAbsent, 1)
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("the commit waited for the abort of the failed parts before uploading the file whole")
+	}
+	if got, ok := b.get("a"); !ok || !bytes.Equal(got, d) {
+		t.Fatal("the file did not go up whole after its parts failed")
+	}
+	release()
+	waitFor(t, "the failed upload aborted", func() bool { _, _, a, o := b.counts(); return a == 1 && o == 0 })
 }
 
 // TestEagerUploadFarWrite: a write far past the end (a sparse file of

@@ -186,6 +186,9 @@ func (m *Manager) upload(stop context.Context, j *Job, r index.UploadRecord) {
 		eager.abort() // renamed since: the parts went up under the old name
 	}
 	if errors.Is(err, errNoEager) {
+		if err != errNoEager { // a reason: it had begun
+			m.log.Info("writeback: the parts sent while the file was written are given up; uploading it whole", "key", r.Key, "why", err)
+		}
 		var f *os.File
 		if f, err = os.Open(path); err == nil {
 			info, err = m.w.Put(ctx, r.Key, f, r.Size, backend.PutOptions{
