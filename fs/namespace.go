@@ -398,8 +398,13 @@ func (f *FS) dirEmpty(ctx context.Context, prefix string) (bool, error) {
 		if err != nil {
 			return false, err
 		}
-		if len(page.Prefixes) > 0 {
-			return false, nil
+		for _, p := range page.Prefixes {
+			if !f.meta.HiddenUnder(p) {
+				return false, nil
+			}
+			if empty, err := f.onlyHiddenUnder(ctx, p); err != nil || !empty {
+				return false, err
+			}
 		}
 		for _, o := range page.Objects {
 			if o.Key != prefix && !f.meta.Hidden(o.Key) {
@@ -410,6 +415,32 @@ func (f *FS) dirEmpty(ctx context.Context, prefix string) (bool, error) {
 			return true, nil
 		}
 		opt.Token = page.Next // only the marker and hidden objects so far
+	}
+}
+
+// onlyHiddenUnder reports whether the bucket holds nothing under prefix
+// but hidden objects (a subdirectory removed while its file's upload was
+// in flight: its prefix lists until that object is taken down), and
+// nothing local is there.
+func (f *FS) onlyHiddenUnder(ctx context.Context, prefix string) (bool, error) {
+	if f.meta.HasLocal(prefix) {
+		return false, nil
+	}
+	opt := backend.ListOptions{Recursive: true, Limit: 100}
+	for {
+		page, err := f.be.List(ctx, prefix, opt)
+		if err != nil {
+			return false, err
+		}
+		for _, o := range page.Objects {
+			if !f.meta.Hidden(o.Key) {
+				return false, nil
+			}
+		}
+		if page.Next == "" {
+			return true, nil
+		}
+		opt.Token = page.Next
 	}
 }
 

@@ -280,13 +280,16 @@ func TestUploadOvertakenInFlightLeavesNoObject(t *testing.T) {
 		}
 		// rm -rf while an upload is in flight (a trainer removing an old
 		// checkpoint): the file's object lands after its unlink returned,
-		// and is taken down when the answer comes. Meanwhile the
-		// directory lists nothing and rmdir removes it, as on local disk.
-		// Before, rmdir listed the bucket, found the object and said
-		// ENOTEMPTY, and a listing fetched then showed the deleted file.
+		// and is taken down when the answer comes. Meanwhile its
+		// directory lists nothing, and rmdir removes it and then its
+		// parent, as on local disk. Before, rmdir listed the bucket, found
+		// the object and said ENOTEMPTY, and a listing fetched then showed
+		// the deleted file; then the parent's rmdir found the object's
+		// prefix (checkpoint-1/sub/) and said ENOTEMPTY.
 		t.Run("rmdir-answer-late", func(t *testing.T) {
-			dir := filepath.Join(m.dir, "checkpoint-1")
-			if err := os.Mkdir(dir, 0o755); err != nil {
+			top := filepath.Join(m.dir, "checkpoint-1")
+			dir := filepath.Join(top, "sub")
+			if err := os.MkdirAll(dir, 0o755); err != nil {
 				t.Fatal(err)
 			}
 			p.armTo("", "late")
@@ -307,10 +310,14 @@ func TestUploadOvertakenInFlightLeavesNoObject(t *testing.T) {
 			if err := os.Remove(dir); err != nil {
 				t.Errorf("rmdir of the emptied directory while the deleted file's late upload is in the bucket: %v", err)
 			}
+			if err := os.Remove(top); err != nil {
+				t.Errorf("rmdir of its parent while the deleted file's late upload is in the bucket: %v", err)
+			}
 			runSync(t, m)
-			gone(t, "checkpoint-1/model.bin")
+			gone(t, "checkpoint-1/sub/model.bin")
+			gone(t, "checkpoint-1/sub/")
 			gone(t, "checkpoint-1/")
-			if _, err := os.Stat(dir); !errors.Is(err, os.ErrNotExist) {
+			if _, err := os.Stat(top); !errors.Is(err, os.ErrNotExist) {
 				t.Errorf("the removed directory through the mount: %v", err)
 			}
 		})

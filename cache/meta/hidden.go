@@ -1,5 +1,7 @@
 package meta
 
+import "strings"
+
 // An upload of a file that a delete or a rename overtook while it ran can
 // still put its object in the bucket: the uploader then takes it back
 // down (cache/writeback), but until then the bucket lists a name that no
@@ -49,6 +51,19 @@ func (c *Cache) Hidden(key string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.hidden[key] > 0
+}
+
+// HiddenUnder reports whether some hidden key lies under prefix: a
+// common prefix the bucket lists there may hold nothing else.
+func (c *Cache) HiddenUnder(prefix string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for k := range c.hidden {
+		if strings.HasPrefix(k, prefix) {
+			return true
+		}
+	}
+	return false
 }
 
 // unhideUpserted ends the hiding of key: the bucket's object under it is

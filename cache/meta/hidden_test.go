@@ -23,6 +23,10 @@ func TestHiddenNamesAreNeitherListedNorFound(t *testing.T) {
 	ctx := context.Background()
 	c.Hide("d/gone")
 	c.Hide("d/gone") // nested: two attempts of it
+	if !c.HiddenUnder("d/") || !c.HiddenUnder("") || c.HiddenUnder("d/a") || c.HiddenUnder("e/") {
+		t.Errorf("HiddenUnder: d/ %v, \"\" %v, d/a %v, e/ %v; want true, true, false, false",
+			c.HiddenUnder("d/"), c.HiddenUnder(""), c.HiddenUnder("d/a"), c.HiddenUnder("e/"))
+	}
 	if got := readAll(t, c, "d/"); fmt.Sprint(got) != "[a]" {
 		t.Fatalf("a fresh listing with d/gone hidden: %v", got)
 	}
