@@ -174,6 +174,7 @@ func (m *Manager) Discard(ctx context.Context, key string) ([]string, error) {
 				// Discarded as the newest is: what lands of it is taken
 				// down, unless it replaced an object (see upload).
 				j.dropped, j.discarded = errCancelled, true
+				m.hideDiscardedLocked(j)
 				j.cancel()
 				if j.seq != 0 { // out of the journal now, as a delete's (dropOrCancelLocked)
 					m.deleteUpload(j.seq, j.rec.Key)
@@ -235,6 +236,7 @@ func (m *Manager) setAsideLocked(j *Job) (string, error) {
 	// replaced an object (discarded: see upload).
 	j.dropped, j.discarded = errCancelled, true
 	if j.running {
+		m.hideDiscardedLocked(j)
 		j.cancel()
 	} else {
 		m.dropLocked(j) // its os.Remove finds nothing: the bytes moved
