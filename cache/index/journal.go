@@ -14,6 +14,11 @@ type UploadState uint8
 const (
 	UploadPending UploadState = iota // waiting for (or in) an upload
 	UploadFailed                     // gave up for now: a permanent error; data kept
+	// UploadOvertaken: the file was deleted while an attempt of this
+	// upload was in flight, which may still land: nothing to upload, but
+	// a next mount (after a kill -9) takes the key's object down if it
+	// holds exactly the staged bytes.
+	UploadOvertaken
 )
 
 // UploadRecord is one journaled upload: a staged file that must reach the
@@ -145,7 +150,7 @@ func UnmarshalUpload(b []byte) (UploadRecord, error) {
 	if err := d.done(); err != nil {
 		return UploadRecord{}, err
 	}
-	if state > uint64(UploadFailed) || attempts > 1<<32-1 || r.Size < 0 {
+	if state > uint64(UploadOvertaken) || attempts > 1<<32-1 || r.Size < 0 {
 		return UploadRecord{}, ErrCorrupt
 	}
 	r.State, r.Attempts = UploadState(state), uint32(attempts)

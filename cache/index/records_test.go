@@ -124,8 +124,17 @@ func TestUploadRecordRoundTrip(t *testing.T) {
 	if got, err := UnmarshalUpload(MarshalUpload(r)); err != nil || got != r {
 		t.Fatalf("%+v %v", got, err)
 	}
+	// A deleted file's upload in flight: to take down, not to send.
+	r.State = UploadOvertaken
+	if got, err := UnmarshalUpload(MarshalUpload(r)); err != nil || got != r {
+		t.Fatalf("%+v %v", got, err)
+	}
 	if _, err := UnmarshalUpload(MarshalUpload(r)[:5]); err == nil {
 		t.Fatal("truncated record accepted")
+	}
+	r.State = UploadOvertaken + 1
+	if _, err := UnmarshalUpload(MarshalUpload(r)); err == nil {
+		t.Fatal("a record of an unknown state accepted")
 	}
 }
 

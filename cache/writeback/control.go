@@ -21,12 +21,10 @@ func (m *Manager) Cancel(key string) {
 		if j.running && errors.Is(j.dropped, errSuperseded) {
 			// Superseded while its attempt ran, which may still land:
 			// as a deleted file's, it is then taken back down, and the
-			// name not shown again (upload). Out of the journal now.
+			// name not shown again (upload). Journaled as such.
 			j.dropped = errCancelled
 			m.hideLocked(j, key)
-			if j.seq != 0 {
-				m.deleteUpload(j.seq, j.rec.Key)
-			}
+			m.journalOvertakenLocked(j)
 			continue
 		}
 		m.dropOrCancelLocked(j, errCancelled)

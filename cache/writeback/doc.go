@@ -19,7 +19,10 @@
 // before its last request is sent (backend.PutOptions.Stop); after that
 // the attempt waits for the answer, and an object that landed where it
 // no longer belongs is taken back down: a cancelled request can still
-// reach the bucket, unknown to anyone. A key
+// reach the bucket, unknown to anyone. A deleted file's entry stays in
+// the journal until then, marked as one to take down (UploadOvertaken):
+// a kill -9 in between leaves the take-down to the next mount, before its
+// first upload (overtaken.go). A key
 // is also busy while an attempt writes it for a job renamed away since
 // (Manager.inFlight): that attempt may still land there and be taken back
 // down, so a new file under the old name waits for it to end. An upload

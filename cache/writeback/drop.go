@@ -79,10 +79,10 @@ func (m *Manager) dropOrCancelLocked(j *Job, why error) {
 			m.hideLocked(j, j.rec.Key)
 		}
 		j.cancel()
-		if why == errCancelled && j.seq != 0 {
-			// Deleted: out of the journal now, not when the attempt ends,
-			// so that a crash meanwhile does not upload it at the next mount.
-			m.deleteUpload(j.seq, j.rec.Key)
+		if why == errCancelled {
+			// Deleted: journaled as an upload to take down, not to send,
+			// until the attempt ends (overtaken.go).
+			m.journalOvertakenLocked(j)
 		}
 		return
 	}

@@ -124,6 +124,10 @@ type Manager struct {
 
 	eagerMu sync.Mutex                // a leaf: guards eagers
 	eagers  map[*eagerUpload]struct{} // eager uploads not finished or aborted
+
+	// overtaken: UploadOvertaken entries found by restore, dealt with
+	// before the first upload (overtaken.go); only New's goroutine uses it.
+	overtaken []overtakenUpload
 }
 
 // ErrReadOnly: the backend takes no writes.
@@ -172,6 +176,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	go func() {
 		m.finishMoves(moves) // before any upload: see moves.go
 		close(m.movesDone)
+		m.takeDownOvertaken() // before any upload of the key: overtaken.go
 		m.dispatch()
 	}()
 	return m, nil
@@ -208,6 +213,11 @@ func (m *Manager) restore(moves []journaledMove) error {
 			return nil
 		}
 		owned[r.Staging] = true
+		if r.State == index.UploadOvertaken { // deleted while in flight: nothing to upload
+			f.Close()
+			m.restoreOvertaken(seq, r)
+			return nil
+		}
 		if r.UnsyncedBoot != "" && r.UnsyncedBoot != m.boot {
 			f.Close()
 			m.keepPath(m.applyMoves(moves, r.Key), p, r.Size, errUnflushedAtReboot)

@@ -1,0 +1,116 @@
+package writeback
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache/index"
+)
+
+// TestDeleteInFlightIsJournaledUntilTakenDown: a file deleted while its
+// upload is in flight (the object in the bucket, the answer not back)
+// must stay journaled, as an upload to take down, until the attempt has
+// ended: a kill -9 in that window otherwise leaves the deleted file in
+// the bucket for good, since the next mount knew nothing of it. Before,
+// the delete removed the entry at once.
+func TestDeleteInFlightIsJournaledUntilTakenDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	b := newBucket()
+	b.landed = make(chan struct{})
+	release := sync.OnceFunc(func() { close(b.landed) })
+	defer release()
+	e := newEnv(t, Async, b, "")
+	if _, err := e.m.Commit(ctx, "ckpt/model.bin", e.stageAt(t, "ckpt/model.bin", []byte("weights")), backend.VersionAbsent, 1); err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := b.get("ckpt/model.bin"); !ok; _, ok = b.get("ckpt/model.bin") {
+		time.Sleep(time.Millisecond)
+	}
+	e.m.Cancel("ckpt/model.bin")
+	recs := journalOf(t, e)
+	if len(recs) != 1 || recs[0].State != index.UploadOvertaken || recs[0].Key != "ckpt/model.bin" {
+		t.Fatalf("journal while the deleted file's upload is in flight: %+v; want one entry to take down", recs)
+	}
+	if _, err := os.Stat(filepath.Join(e.m.store.StagingDir(), recs[0].Staging)); err != nil {
+		t.Fatalf("its staged bytes (to recognise what landed): %v", err)
+	}
+	release()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		_, inBucket := b.get("ckpt/model.bin")
+		if !inBucket && len(journalOf(t, e)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the attempt: in the bucket %v, journal %+v", inBucket, journalOf(t, e))
+		}
+	}
+}
+
+// TestNextMountTakesDownWhatADeletedUploadLanded: the next mount after
+// a kill -9 in that window finds the entry: the object of the deleted
+// file (the staged bytes exactly) is taken down, hidden meanwhile, and
+// the entry and its staged file go. An object of the name holding other
+// bytes (another writer's, since) stays.
+func TestNextMountTakesDownWhatADeletedUploadLanded(t *testing.T) {
+	b := newBucket()
+	dir := t.TempDir()
+	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	for key, staged := range map[string]string{"mine.bin": "deleted weights", "theirs.bin": "deleted weights"} {
+		name := "overtaken-" + key
+		if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), name), []byte(staged), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.m.ix.AppendUpload(index.UploadRecord{Source: first.m.source, Key: key, Staging: name,
+			Size: int64(len(staged)), BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.objs["mine.bin"], b.vers["mine.bin"] = []byte("deleted weights"), "v1"
+	b.objs["theirs.bin"], b.vers["theirs.bin"] = []byte("another writer's"), "v2"
+	first.close()
+
+	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		_, mine := b.get("mine.bin")
+		_, hid1 := e.hidden.Load("mine.bin")
+		_, hid2 := e.hidden.Load("theirs.bin")
+		if !mine && len(journalOf(t, e)) == 0 && !hid1 && !hid2 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the next mount: mine.bin in the bucket %v, journal %+v, hidden %v %v", mine, journalOf(t, e), hid1, hid2)
+		}
+	}
+	if got, ok := b.get("theirs.bin"); !ok || string(got) != "another writer's" {
+		t.Errorf("another writer's object of the name: %q, %v; want it kept", got, ok)
+	}
+	if ents, _ := os.ReadDir(e.m.store.StagingDir()); len(ents) != 0 {
+		t.Errorf("staged files left: %v", ents)
+	}
+	for _, key := range []string{"mine.bin", "theirs.bin"} {
+		if _, local := e.local.Load(key); local {
+			t.Errorf("%s shown as a local file", key)
+		}
+	}
+}
+
+// journalOf returns e's journal entries of its source.
+func journalOf(t *testing.T, e *env) []index.UploadRecord {
+	t.Helper()
+	var recs []index.UploadRecord
+	if err := e.m.ix.ScanUploads(func(_ uint64, r index.UploadRecord, err error) error {
+		if err == nil && r.Source == e.m.source {
+			recs = append(recs, r)
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return recs
+}
