@@ -132,6 +132,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 		if j.running {
 			j.requeue = true
 			m.hideLocked(j, key)
+			m.journalRenamedAwayLocked(j, key)
 			j.cancel()
 		}
 		live = live || j.dropped == nil

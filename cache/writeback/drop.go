@@ -6,6 +6,8 @@ package writeback
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/stratafs/strata/cache/index"
 )
 
 // removeLocked forgets a settled job. Caller holds m.mu.
@@ -39,6 +41,13 @@ func (m *Manager) dropLocked(j *Job) {
 	m.removeLocked(j)
 	j.settle(j.dropped)
 	if j.journaling {
+		return
+	}
+	if j.rec.State == index.UploadOvertaken && m.ctx.Err() != nil {
+		// Cut by the mount's end, its last request may land yet: the
+		// next mount checks (overtaken.go).
+		m.store.ReleaseStaging(j.reserved)
+		j.reserved = 0
 		return
 	}
 	// Journal entry first, file second (see complete).

@@ -2,11 +2,8 @@ package writeback
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
-
-	"github.com/stratafs/strata/backend"
 )
 
 // TestOvertakenUploadHidesItsNameUntilTakenDown: a file deleted, or
@@ -21,20 +18,10 @@ func TestOvertakenUploadHidesItsNameUntilTakenDown(t *testing.T) {
 		t.Run(how, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			b := newBucket()
-			b.landed = make(chan struct{})
-			release := sync.OnceFunc(func() { close(b.landed) })
-			defer release() // before the manager closes (t.Cleanup), which waits for the upload
-			e := newEnv(t, Async, b, "")
-			if _, err := e.m.Commit(ctx, "ckpt/model.bin", e.stageAt(t, "ckpt/model.bin", []byte("weights")), backend.VersionAbsent, 1); err != nil {
-				t.Fatal(err)
-			}
-			for {
-				if _, ok := b.get("ckpt/model.bin"); ok {
-					break // in the bucket, its answer held
-				}
-				time.Sleep(time.Millisecond)
-			}
+			// Its answer held; released before the manager closes (t.Cleanup),
+			// which waits for the upload.
+			e, b, release := inFlight(t, "ckpt/model.bin", []byte("weights"))
+			defer release()
 			if _, hidden := e.hidden.Load("ckpt/model.bin"); hidden {
 				t.Fatal("hidden before anything overtook its upload")
 			}

@@ -66,6 +66,10 @@ type Job struct {
 	// previous: the file before the session this job committed
 	// (Staging.Previous). Set before the job is shared, never changed.
 	previous meta.Entry
+	// overtakenSeq: the journal entry that takes the old name's object
+	// down, should a kill -9 cut the attempt a rename overtook (0: none;
+	// overtaken.go). Removed when that attempt ends.
+	overtakenSeq uint64
 	// successor: the newer commit that superseded this one, which holds
 	// its bytes (staged from them) or replaced them; a sync close of
 	// this one returns with that upload (commit.go, waitSuccessor).
@@ -334,6 +338,7 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 	m.endHiding(j)       // what landed of it is down (upload); before flightEnded
 	defer m.endHiding(j) // one hidden in between, while it still ran
 	m.mu.Lock()
+	m.attemptEndedLocked(j)
 	j.running, j.landed = false, false
 	j.cancel() // releases the attempt's stop (m.ctx keeps it until then)
 	m.running--

@@ -19,19 +19,8 @@ import (
 // the bucket for good, since the next mount knew nothing of it. Before,
 // the delete removed the entry at once.
 func TestDeleteInFlightIsJournaledUntilTakenDown(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	b := newBucket()
-	b.landed = make(chan struct{})
-	release := sync.OnceFunc(func() { close(b.landed) })
+	e, b, release := inFlight(t, "ckpt/model.bin", []byte("weights"))
 	defer release()
-	e := newEnv(t, Async, b, "")
-	if _, err := e.m.Commit(ctx, "ckpt/model.bin", e.stageAt(t, "ckpt/model.bin", []byte("weights")), backend.VersionAbsent, 1); err != nil {
-		t.Fatal(err)
-	}
-	for _, ok := b.get("ckpt/model.bin"); !ok; _, ok = b.get("ckpt/model.bin") {
-		time.Sleep(time.Millisecond)
-	}
 	e.m.Cancel("ckpt/model.bin")
 	recs := journalOf(t, e)
 	if len(recs) != 1 || recs[0].State != index.UploadOvertaken || recs[0].Key != "ckpt/model.bin" {
@@ -100,6 +89,31 @@ func TestNextMountTakesDownWhatADeletedUploadLanded(t *testing.T) {
 	}
 }
 
+// inFlight commits key (async, a new file) to a bucket whose first Put
+// stores the object and then holds its answer until release is called
+// (deferred by the caller: the manager's close waits for the attempt),
+// and returns once the object is in the bucket.
+func inFlight(t *testing.T, key string, data []byte) (*env, *fakeBucket, func()) {
+	t.Helper()
+	b := newBucket()
+	b.landed = make(chan struct{})
+	release := sync.OnceFunc(func() { close(b.landed) })
+	e := newEnv(t, Async, b, "")
+	if _, err := e.m.Commit(context.Background(), key, e.stageAt(t, key, data), backend.VersionAbsent, 1); err != nil {
+		release()
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, ok := b.get(key); ok {
+			return e, b, release
+		}
+		if time.Now().After(deadline) {
+			release()
+			t.Fatalf("%s never reached the bucket", key)
+		}
+	}
+}
+
 // journalOf returns e's journal entries of its source.
 func journalOf(t *testing.T, e *env) []index.UploadRecord {
 	t.Helper()
@@ -113,4 +127,83 @@ func journalOf(t *testing.T, e *env) []index.UploadRecord {
 		t.Fatal(err)
 	}
 	return recs
+}
+
+// TestRenameInFlightIsJournaledUntilTakenDown: a file renamed while its
+// upload is in flight goes up again under the new name, and what the
+// attempt lands under the old name is taken down. Until that attempt has
+// ended, the journal must say both: a kill -9 in between otherwise left
+// the old name in the bucket for good, beside the new one.
+func TestRenameInFlightIsJournaledUntilTakenDown(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, b, release := inFlight(t, "tmp/model.bin", []byte("weights"))
+	defer release()
+	if _, err := e.m.Rekey("tmp/model.bin", "model.bin", ""); err != nil {
+		t.Fatal(err)
+	}
+	states := map[string]index.UploadState{}
+	staged := map[string]bool{}
+	for _, r := range journalOf(t, e) {
+		states[r.Key] = r.State
+		staged[r.Staging] = true
+	}
+	if len(states) != 2 || states["tmp/model.bin"] != index.UploadOvertaken || states["model.bin"] != index.UploadPending || len(staged) != 1 {
+		t.Fatalf("journal while the renamed file's upload is in flight: %+v; want the new name to upload and the old one to take down, of one staged file", journalOf(t, e))
+	}
+	release()
+	if err := e.m.WaitKey(ctx, "model.bin"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		_, old := b.get("tmp/model.bin")
+		if !old && len(journalOf(t, e)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the attempt: the old name in the bucket %v, journal %+v", old, journalOf(t, e))
+		}
+	}
+	if got, ok := b.get("model.bin"); !ok || string(got) != "weights" {
+		t.Fatalf("the new name in the bucket: %q, %v", got, ok)
+	}
+}
+
+// TestNextMountFinishesARenameInFlight: the journal a kill -9 left in
+// that window (the new name's upload and the old name's take-down, of one
+// staged file): the next mount takes the old name's object down and
+// uploads the new name from the same staged file.
+func TestNextMountFinishesARenameInFlight(t *testing.T) {
+	b := newBucket()
+	dir := t.TempDir()
+	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), "s1"), []byte("weights"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, r := range []index.UploadRecord{
+		{Source: first.m.source, Key: "model.bin", Staging: "s1", Size: 7},
+		{Source: first.m.source, Key: "tmp/model.bin", Staging: "s1", Size: 7, BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken},
+	} {
+		if _, err := first.m.ix.AppendUpload(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.objs["tmp/model.bin"], b.vers["tmp/model.bin"] = []byte("weights"), "v1"
+	first.close()
+
+	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.m.WaitKey(ctx, "model.bin"); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := b.get("model.bin"); !ok || string(got) != "weights" {
+		t.Fatalf("the new name in the bucket: %q, %v", got, ok)
+	}
+	if _, old := b.get("tmp/model.bin"); old {
+		t.Fatal("the old name is still in the bucket")
+	}
+	if recs := journalOf(t, e); len(recs) != 0 {
+		t.Fatalf("journal left: %+v", recs)
+	}
 }
