@@ -39,7 +39,7 @@ func (m *Manager) dispatch() {
 				break
 			}
 			ctx, cancel := context.WithCancel(m.ctx)
-			j.running, j.cancel, j.sent = true, cancel, true
+			j.running, j.cancel, j.sent, j.attemptOver = true, cancel, true, false
 			m.running++
 			m.inFlight[j.rec.Key]++
 			m.wg.Add(1)

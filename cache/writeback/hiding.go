@@ -21,7 +21,7 @@ import "github.com/stratafs/strata/backend"
 // object under, until the attempt ends. Once per job: a second delete or
 // rename of it changes nothing the attempt sends. Caller holds m.mu.
 func (m *Manager) hideLocked(j *Job, key string) {
-	if m.names == nil || j.hidden != "" {
+	if m.names == nil || j.hidden != "" || j.attemptOver {
 		return
 	}
 	j.hidden = key
@@ -38,12 +38,14 @@ func (m *Manager) hideDiscardedLocked(j *Job) {
 	}
 }
 
-// endHiding ends j's hiding (hideLocked), its attempt over. Names.Unhide
-// may write the index: it is called with no lock held.
+// endHiding ends j's hiding (hideLocked), its attempt over: nothing more
+// of it can land, so nothing is hidden for it from now on (attemptOver,
+// until its next attempt). Names.Unhide may write the index: it is called
+// with no lock held.
 func (m *Manager) endHiding(j *Job) {
 	m.mu.Lock()
 	key := j.hidden
-	j.hidden = ""
+	j.hidden, j.attemptOver = "", true
 	m.mu.Unlock()
 	if key != "" {
 		m.names.Unhide(key)

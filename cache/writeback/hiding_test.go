@@ -74,3 +74,46 @@ func TestOvertakenUploadHidesItsNameUntilTakenDown(t *testing.T) {
 		})
 	}
 }
+
+// TestNoHidingOnceTheAttemptIsOver: once an attempt's upload has returned
+// (and taken down what it landed under a name the file no longer has),
+// nothing more of it can land, so a rename that comes while the attempt
+// is being recorded hides nothing: a hiding begun then was ended only
+// after the key's next upload could start, and its Unhide (which records
+// the name as gone) could land after that upload's entry.
+func TestNoHidingOnceTheAttemptIsOver(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	e, _, release := inFlight(t, "a", []byte("weights"))
+	defer release()
+	if _, err := e.m.Rekey("a", "b", ""); err != nil { // hides a
+		t.Fatal(err)
+	}
+	e.unhiding, e.unhidden = make(chan string), make(chan struct{})
+	release() // a lands, is taken down; the attempt ends: Unhide(a)
+	select {
+	case k := <-e.unhiding:
+		if k != "a" {
+			t.Fatalf("Unhide(%q), want a", k)
+		}
+	case <-ctx.Done():
+		t.Fatal("the attempt never ended its hiding")
+	}
+	before := e.hides.Load()
+	if _, err := e.m.Rekey("b", "c", ""); err != nil { // the job is still marked running
+		t.Fatal(err)
+	}
+	after := e.hides.Load()
+	go func() { // any later Unhide goes through at once
+		for range e.unhiding {
+			e.unhidden <- struct{}{}
+		}
+	}()
+	e.unhidden <- struct{}{}
+	if err := e.m.WaitKey(ctx, "c"); err != nil {
+		t.Fatal(err)
+	}
+	if after != before {
+		t.Fatalf("a rename after the attempt's upload had returned hid its old name (%d Hide calls)", after-before)
+	}
+}

@@ -66,6 +66,9 @@ type Job struct {
 	// previous: the file before the session this job committed
 	// (Staging.Previous). Set before the job is shared, never changed.
 	previous meta.Entry
+	// attemptOver: the running attempt's upload has returned (finish):
+	// nothing more of it can land, nothing is hidden for it.
+	attemptOver bool
 	// overtakenSeq: the journal entry that takes the old name's object
 	// down, should a kill -9 cut the attempt a rename overtook (0: none;
 	// overtaken.go). Removed when that attempt ends.
@@ -335,8 +338,7 @@ func (m *Manager) deleteUpload(seq uint64, key string) {
 
 // finish records an attempt's outcome.
 func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, err error) {
-	m.endHiding(j)       // what landed of it is down (upload); before flightEnded
-	defer m.endHiding(j) // one hidden in between, while it still ran
+	m.endHiding(j) // what landed of it is down (upload); before flightEnded
 	m.mu.Lock()
 	m.attemptEndedLocked(j)
 	j.running, j.landed = false, false

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -29,6 +30,11 @@ type env struct {
 	local    sync.Map      // key -> true while shown as local
 	hidden   sync.Map      // key -> true while hidden (Names.Hide)
 	upserted chan struct{} // if set, Upsert waits for it
+	// unhiding, if set, receives every Unhide's key, which then waits
+	// for unhidden.
+	unhiding chan string
+	unhidden chan struct{}
+	hides    atomic.Int64 // Hide calls
 }
 
 // fakeNames records what the manager tells the namespace.
@@ -39,8 +45,14 @@ func (f *fakeNames) SetLocal(dir string, e meta.Entry) {
 	f.e.local.Store(dir+e.Name, true)
 }
 func (f *fakeNames) ClearLocal(dir, name string) { f.e.local.Delete(dir + name) }
-func (f *fakeNames) Hide(key string)             { f.e.hidden.Store(key, true) }
-func (f *fakeNames) Unhide(key string)           { f.e.hidden.Delete(key) }
+func (f *fakeNames) Hide(key string)             { f.e.hides.Add(1); f.e.hidden.Store(key, true) }
+func (f *fakeNames) Unhide(key string) {
+	if f.e.unhiding != nil {
+		f.e.unhiding <- key
+		<-f.e.unhidden
+	}
+	f.e.hidden.Delete(key)
+}
 func (f *fakeNames) Upsert(dir string, e meta.Entry) {
 	if f.e.upserted != nil {
 		<-f.e.upserted
