@@ -101,7 +101,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 			r.State = index.UploadPending
 		}
 		recs[i] = r
-		if j.journaling || errors.Is(j.dropped, errCancelled) { // its Journal call records the new name; a deleted one is out of the journal
+		if j.journaling || errors.Is(j.dropped, errCancelled) { // its Journal call records the new name; a deleted one's entry keeps its old name, to take down (overtaken.go)
 			continue
 		}
 		if err := m.putUpload(j.seq, r); err != nil {
