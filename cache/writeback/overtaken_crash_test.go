@@ -207,3 +207,36 @@ func TestNextMountFinishesARenameInFlight(t *testing.T) {
 		t.Fatalf("journal left: %+v", recs)
 	}
 }
+
+// TestAnAttemptCutByTheMountsEndLeavesItsTakeDown: the mount stops while
+// a deleted file's upload is in flight; its last request may land after
+// the daemon has gone (here: it lands again once the daemon is down), so
+// the entry to take it down stays for the next mount, which does.
+func TestAnAttemptCutByTheMountsEndLeavesItsTakeDown(t *testing.T) {
+	e, b, release := inFlight(t, "ckpt/model.bin", []byte("weights"))
+	defer release()
+	e.m.Cancel("ckpt/model.bin")
+	closed := make(chan struct{})
+	go func() { e.close(); close(closed) }()
+	for deadline := time.Now().Add(5 * time.Second); e.m.ctx.Err() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the manager never began to close")
+		}
+	}
+	release() // answered after the mount's end began
+	<-closed
+	b.mu.Lock()
+	b.objs["ckpt/model.bin"], b.vers["ckpt/model.bin"] = []byte("weights"), "late" // the request lands now
+	b.mu.Unlock()
+
+	next := openEnv(t, b, b, e.dir, func(o *Options) { o.Mode = Async })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		_, inBucket := b.get("ckpt/model.bin")
+		if !inBucket && len(journalOf(t, next)) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the next mount: the deleted file in the bucket %v, journal %+v", inBucket, journalOf(t, next))
+		}
+	}
+}
