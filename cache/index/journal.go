@@ -17,7 +17,9 @@ const (
 	// UploadOvertaken: the file was deleted while an attempt of this
 	// upload was in flight, which may still land: nothing to upload, but
 	// a next mount (after a kill -9) takes the key's object down if it
-	// holds exactly the staged bytes.
+	// holds exactly the staged bytes, or, once the version that landed is
+	// known (ThenDelete is the key, ThenDeleteVersion that version: a
+	// take-down that failed), if it is still at that version.
 	UploadOvertaken
 )
 

@@ -28,6 +28,7 @@ type fakeBucket struct {
 	// to a cancellation, after the object was in the bucket.
 	landed chan struct{}
 	stops  []<-chan struct{} // every Put's PutOptions.Stop; guarded by mu
+	delErr error             // returned by Delete when set; guarded by mu
 }
 
 func newBucket() *fakeBucket {
@@ -158,9 +159,18 @@ func (b *fakeBucket) Put(ctx context.Context, key string, r io.ReaderAt, size in
 	return backend.ObjectInfo{Key: key, Size: size, Version: v}, nil
 }
 
+func (b *fakeBucket) setDeleteFail(err error) {
+	b.mu.Lock()
+	b.delErr = err
+	b.mu.Unlock()
+}
+
 func (b *fakeBucket) Delete(ctx context.Context, key string) error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.delErr != nil {
+		return b.delErr
+	}
 	delete(b.objs, key)
 	delete(b.vers, key)
 	return nil

@@ -240,7 +240,8 @@ func (m *Manager) upload(stop context.Context, j *Job, r index.UploadRecord) {
 			// is atomic for the bucket's other readers too).
 			if m.del != nil && !replaced {
 				if derr := m.del.Delete(m.ctx, r.Key); derr != nil {
-					m.log.Warn("writeback: removing an upload overtaken by a rename or delete", "key", r.Key, "err", derr)
+					m.log.Warn("writeback: removing an upload overtaken by a rename or delete failed; retried in the background", "key", r.Key, "err", derr)
+					m.takeDownLater(j, r, info.Version)
 				}
 			}
 			err = context.Canceled

@@ -200,6 +200,12 @@ func (m *Manager) restore(moves []journaledMove) error {
 			owned[r.Staging] = true // another source's (same cache dir): leave it
 			return nil
 		}
+		if r.State == index.UploadOvertaken && r.ThenDeleteVersion != "" {
+			// The version to take down is known: no staged bytes needed.
+			owned[r.Staging] = true
+			m.restoreOvertaken(seq, r)
+			return nil
+		}
 		p := filepath.Join(m.store.StagingDir(), r.Staging)
 		f, err := os.Open(p)
 		if err != nil && m.keptAlready(r.Staging) {

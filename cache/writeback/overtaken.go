@@ -2,10 +2,13 @@ package writeback
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/index"
 )
 
@@ -79,34 +82,131 @@ func (m *Manager) restoreOvertaken(seq uint64, r index.UploadRecord) {
 }
 
 // takeDownOvertaken deals with the entries restoreOvertaken noted: the
-// object is taken down if it is the staged bytes, then the entry and the
-// staged file go. An entry whose check or delete fails (the backend out of
-// reach) stays for the next mount. Runs before any upload of this mount.
+// object is taken down if it is the one the entry names, then the entry
+// and the staged file go. An entry whose check or delete fails (the
+// backend out of reach) stays: retried in the background once the
+// object's version is known, else left to the next mount. Runs before any
+// upload of this mount.
 func (m *Manager) takeDownOvertaken() {
 	for _, o := range m.overtaken {
 		r := o.rec
 		path := filepath.Join(m.store.StagingDir(), r.Staging)
+		known := r.ThenDeleteVersion
 		ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
-		_, same, err := m.landedEarlier(ctx, r.Key, path, r.Size)
-		if err == nil && same && m.del != nil {
-			if err = m.del.Delete(ctx, r.Key); err == nil {
-				m.log.Info("writeback: took down the upload of a file deleted while it was in flight (the daemon had stopped before)", "key", r.Key)
-			}
-		}
+		took, err := m.takeDown(ctx, &r, path)
 		cancel()
-		if err != nil {
-			m.log.Warn("writeback: could not check or take down the upload of a file deleted while it was in flight; the next mount tries again", "key", r.Key, "err", err)
-		} else {
+		switch {
+		case err == nil:
+			if took {
+				m.log.Info("writeback: took down the upload of a file deleted or renamed while it was in flight (the daemon had stopped before)", "key", r.Key)
+			}
 			m.deleteUpload(o.seq, r.Key)
 			if !m.stagedFor(r.Staging) { // a renamed file's: its upload reads it
 				os.Remove(path)
 			}
+		case r.ThenDeleteVersion != "":
+			if known == "" { // learned by the check: the staged bytes are no longer needed
+				_ = m.putUpload(o.seq, r)
+			}
+			m.log.Warn("writeback: could not take down the upload of a file deleted or renamed while it was in flight; retried in the background", "key", r.Key, "err", err)
+			m.wg.Add(1)
+			go m.retryTakeDown(o.seq, r)
+		default:
+			m.log.Warn("writeback: could not check or take down the upload of a file deleted or renamed while it was in flight; the next mount tries again", "key", r.Key, "err", err)
 		}
 		if m.names != nil {
 			m.names.Unhide(r.Key)
 		}
 	}
 	m.overtaken = nil
+}
+
+// takeDown removes r.Key's object if it is the one an overtaken upload
+// landed: of version r.ThenDeleteVersion when that is known, else holding
+// exactly the staged bytes at path (r then records its version). Another
+// writer's object of the name stays. It reports whether it removed one.
+func (m *Manager) takeDown(ctx context.Context, r *index.UploadRecord, path string) (bool, error) {
+	if m.del == nil || m.stat == nil {
+		return false, nil
+	}
+	if r.ThenDeleteVersion != "" {
+		info, err := m.stat.Stat(ctx, r.Key)
+		if errors.Is(err, backend.ErrNotExist) || (err == nil && info.Version != r.ThenDeleteVersion) {
+			return false, nil
+		}
+		if err != nil {
+			return false, err
+		}
+	} else {
+		info, same, err := m.landedEarlier(ctx, r.Key, path, r.Size)
+		if err != nil || !same {
+			return false, err
+		}
+		r.ThenDelete, r.ThenDeleteVersion = r.Key, info.Version
+	}
+	if err := m.del.Delete(ctx, r.Key); err != nil {
+		return false, fmt.Errorf("writeback: take down %s: %w", r.Key, err)
+	}
+	return true, nil
+}
+
+// takeDownLater hands the take-down of what j's attempt r landed (at
+// version), whose delete just failed, to retryTakeDown. The entry names
+// the version, so that it needs no staged bytes (they go with a deleted
+// file's job), and stays journaled until the object is down: the mount's
+// end leaves it to the next mount.
+func (m *Manager) takeDownLater(j *Job, r index.UploadRecord, version string) {
+	m.mu.Lock()
+	var seq uint64
+	switch {
+	case j.overtakenSeq != 0: // renamed away from r.Key: that entry
+		seq, j.overtakenSeq = j.overtakenSeq, 0
+	case j.rec.State == index.UploadOvertaken && j.rec.Key == r.Key: // deleted: its own entry
+		seq, j.seq = j.seq, 0 // dropLocked leaves the entry
+	}
+	m.mu.Unlock()
+	r.State, r.ThenDelete, r.ThenDeleteVersion = index.UploadOvertaken, r.Key, version
+	var err error
+	if seq != 0 {
+		err = m.putUpload(seq, r)
+	} else if seq, err = m.ix.AppendUpload(r); err != nil {
+		m.log.Error("writeback: journaling the take-down of an overtaken upload failed; a crash before it is down leaves the object", "key", r.Key, "err", err)
+	}
+	_ = err // logged; the retry runs all the same
+	m.wg.Add(1)
+	go m.retryTakeDown(seq, r)
+}
+
+// retryTakeDown retries the take-down of r (takeDown, its version known)
+// with the uploads' backoff, at most a minute apart, until it is done,
+// then removes its journal entry seq (0: none). The mount's end leaves
+// the entry to the next mount.
+func (m *Manager) retryTakeDown(seq uint64, r index.UploadRecord) {
+	defer m.wg.Done()
+	for delay, tries := m.opts.RetryMin, 1; ; delay, tries = min(2*delay, m.opts.RetryMax, time.Minute), tries+1 {
+		select {
+		case <-m.ctx.Done():
+			return
+		case <-time.After(delay):
+		}
+		ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
+		took, err := m.takeDown(ctx, &r, "")
+		cancel()
+		if err != nil {
+			m.log.Debug("writeback: taking down an overtaken upload failed again", "key", r.Key, "tries", tries, "err", err)
+			continue
+		}
+		if took {
+			m.log.Info("writeback: took down an overtaken upload", "key", r.Key, "tries", tries+1)
+		}
+		if seq != 0 {
+			m.deleteUpload(seq, r.Key)
+		}
+		if r.Staging != "" && !m.stagedFor(r.Staging) { // left by a crash (restore); a job's moves into the cache
+			os.Remove(filepath.Join(m.store.StagingDir(), r.Staging))
+		}
+		return
+	}
 }
 
 // stagedFor reports whether a restored job uploads the staged file named
