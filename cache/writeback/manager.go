@@ -203,11 +203,17 @@ func (m *Manager) restore(moves []journaledMove) error {
 		if r.State == index.UploadOvertaken && r.ThenDeleteVersion != "" {
 			// The version to take down is known: no staged bytes needed.
 			owned[r.Staging] = true
-			m.restoreOvertaken(seq, r)
+			m.restoreOvertaken(seq, r, false)
 			return nil
 		}
 		p := filepath.Join(m.store.StagingDir(), r.Staging)
 		f, err := os.Open(p)
+		if err != nil && m.keptAlready(r.Staging) && r.State == index.UploadOvertaken {
+			// A new file discarded while its upload was in flight: what
+			// landed is taken down, recognised by the kept copy.
+			m.restoreOvertaken(seq, r, true)
+			return nil
+		}
 		if err != nil && m.keptAlready(r.Staging) {
 			m.log.Info("writeback: a journaled upload was set aside in failed-writes before the daemon stopped; dropping its entry", "key", r.Key)
 			m.deleteUpload(seq, r.Key)
@@ -221,7 +227,7 @@ func (m *Manager) restore(moves []journaledMove) error {
 		owned[r.Staging] = true
 		if r.State == index.UploadOvertaken { // deleted while in flight: nothing to upload
 			f.Close()
-			m.restoreOvertaken(seq, r)
+			m.restoreOvertaken(seq, r, false)
 			return nil
 		}
 		if r.UnsyncedBoot != "" && r.UnsyncedBoot != m.boot {

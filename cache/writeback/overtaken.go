@@ -30,6 +30,9 @@ import (
 type overtakenUpload struct {
 	seq uint64
 	rec index.UploadRecord
+	// kept: the staged bytes are the copy a discard set aside in
+	// failed-writes (Discard), the user's to keep: compared, not removed.
+	kept bool
 }
 
 // journalOvertakenLocked marks the entry of running job j, which a delete
@@ -74,8 +77,8 @@ func (m *Manager) attemptEndedLocked(j *Job) {
 
 // restoreOvertaken takes note of an UploadOvertaken entry at restore: its
 // name is hidden until takeDownOvertaken has dealt with it.
-func (m *Manager) restoreOvertaken(seq uint64, r index.UploadRecord) {
-	m.overtaken = append(m.overtaken, overtakenUpload{seq: seq, rec: r})
+func (m *Manager) restoreOvertaken(seq uint64, r index.UploadRecord, kept bool) {
+	m.overtaken = append(m.overtaken, overtakenUpload{seq: seq, rec: r, kept: kept})
 	if m.names != nil {
 		m.names.Hide(r.Key)
 	}
@@ -91,6 +94,9 @@ func (m *Manager) takeDownOvertaken() {
 	for _, o := range m.overtaken {
 		r := o.rec
 		path := filepath.Join(m.store.StagingDir(), r.Staging)
+		if o.kept {
+			path = filepath.Join(m.keptDir(), r.Staging)
+		}
 		known := r.ThenDeleteVersion
 		ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
 		took, err := m.takeDown(ctx, &r, path)
@@ -101,7 +107,7 @@ func (m *Manager) takeDownOvertaken() {
 				m.log.Info("writeback: took down the upload of a file deleted or renamed while it was in flight (the daemon had stopped before)", "key", r.Key)
 			}
 			m.deleteUpload(o.seq, r.Key)
-			if !m.stagedFor(r.Staging) { // a renamed file's: its upload reads it
+			if !o.kept && !m.stagedFor(r.Staging) { // a renamed file's: its upload reads it
 				os.Remove(path)
 			}
 		case r.ThenDeleteVersion != "":

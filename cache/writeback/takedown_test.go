@@ -3,6 +3,7 @@ package writeback
 import (
 	"context"
 	"errors"
+	"os"
 	"testing"
 	"time"
 
@@ -112,5 +113,54 @@ func waitJournal(t *testing.T, e *env, after string, ok func([]index.UploadRecor
 		if time.Now().After(deadline) {
 			t.Fatalf("after %s: journal %+v", after, journalOf(t, e))
 		}
+	}
+}
+
+// TestADiscardInFlightCutByTheMountsEndLeavesItsTakeDown: `strata uploads
+// --discard` of a new file whose upload is in flight, and the mount's end
+// before its answer (a kill -9 does the same). What lands is a discarded
+// file's: the next mount must take it down, recognising it by the copy
+// kept in failed-writes, which stays. Before, the next mount found the
+// entry's staged file set aside and dropped the entry: the object stayed.
+func TestADiscardInFlightCutByTheMountsEndLeavesItsTakeDown(t *testing.T) {
+	e, b, release := inFlight(t, "ckpt/model.bin", []byte("weights"))
+	defer release()
+	discarded := make(chan []string, 1)
+	go func() {
+		copies, _ := e.m.Discard(context.Background(), "ckpt/model.bin")
+		discarded <- copies
+	}()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if ents, _ := os.ReadDir(e.m.keptDir()); len(ents) > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the discard never set the staged file aside")
+		}
+	}
+	closed := make(chan struct{})
+	go func() { e.close(); close(closed) }()
+	for deadline := time.Now().Add(5 * time.Second); e.m.ctx.Err() == nil; time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the manager never began to close")
+		}
+	}
+	release()
+	<-closed
+	b.mu.Lock()
+	b.objs["ckpt/model.bin"], b.vers["ckpt/model.bin"] = []byte("weights"), "late" // the request lands now
+	b.mu.Unlock()
+	copies := <-discarded
+	if len(copies) != 1 {
+		t.Fatalf("kept copies: %v", copies)
+	}
+
+	next := openEnv(t, b, b, e.dir, func(o *Options) { o.Mode = Async })
+	waitJournal(t, next, "the next mount", func(recs []index.UploadRecord) bool {
+		_, inBucket := b.get("ckpt/model.bin")
+		return len(recs) == 0 && !inBucket
+	})
+	if got, err := os.ReadFile(copies[0]); err != nil || string(got) != "weights" {
+		t.Fatalf("the kept copy: %q, %v", got, err)
 	}
 }

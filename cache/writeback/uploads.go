@@ -9,6 +9,7 @@ import (
 	"sort"
 	"time"
 
+	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/index"
 	"github.com/stratafs/strata/cache/meta"
 )
@@ -176,7 +177,9 @@ func (m *Manager) Discard(ctx context.Context, key string) ([]string, error) {
 				j.dropped, j.discarded = errCancelled, true
 				m.hideDiscardedLocked(j)
 				j.cancel()
-				if j.seq != 0 { // out of the journal now, as a delete's (dropOrCancelLocked)
+				if j.rec.BaseVersion == backend.VersionAbsent {
+					m.journalOvertakenLocked(j) // as a delete's (dropOrCancelLocked)
+				} else if j.seq != 0 { // what lands stays: nothing to take down
 					m.deleteUpload(j.seq, j.rec.Key)
 				}
 				continue
@@ -238,6 +241,11 @@ func (m *Manager) setAsideLocked(j *Job) (string, error) {
 	if j.running {
 		m.hideDiscardedLocked(j)
 		j.cancel()
+		if j.rec.BaseVersion == backend.VersionAbsent {
+			// What lands is taken down, by the next mount too (overtaken.go),
+			// which recognises it by the copy set aside.
+			m.journalOvertakenLocked(j)
+		}
 	} else {
 		m.dropLocked(j) // its os.Remove finds nothing: the bytes moved
 	}
