@@ -10,6 +10,7 @@ import (
 
 	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/index"
+	"github.com/stratafs/strata/cache/meta"
 )
 
 // A file deleted or renamed while an attempt of its upload is in flight
@@ -99,7 +100,7 @@ func (m *Manager) takeDownOvertaken() {
 		}
 		known := r.ThenDeleteVersion
 		ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
-		took, err := m.takeDown(ctx, &r, path)
+		took, other, err := m.takeDown(ctx, &r, path)
 		cancel()
 		switch {
 		case err == nil:
@@ -121,7 +122,11 @@ func (m *Manager) takeDownOvertaken() {
 			m.log.Warn("writeback: could not check or take down the upload of a file deleted or renamed while it was in flight; the next mount tries again", "key", r.Key, "err", err)
 		}
 		if m.names != nil {
-			m.names.Unhide(r.Key)
+			m.names.Unhide(r.Key) // records the name as gone
+			if other.Key != "" {  // another writer's object: shown again at once, not after the TTL
+				dir, name := meta.Parent(r.Key)
+				m.names.Upsert(dir, meta.Entry{Name: name, Size: other.Size, MTime: other.MTime.UnixNano(), Version: other.Version})
+			}
 		}
 	}
 	m.overtaken = nil
@@ -130,30 +135,35 @@ func (m *Manager) takeDownOvertaken() {
 // takeDown removes r.Key's object if it is the one an overtaken upload
 // landed: of version r.ThenDeleteVersion when that is known, else holding
 // exactly the staged bytes at path (r then records its version). Another
-// writer's object of the name stays. It reports whether it removed one.
-func (m *Manager) takeDown(ctx context.Context, r *index.UploadRecord, path string) (bool, error) {
+// writer's object of the name stays, and is returned as other. It
+// reports whether it removed the object.
+func (m *Manager) takeDown(ctx context.Context, r *index.UploadRecord, path string) (took bool, other backend.ObjectInfo, err error) {
 	if m.del == nil || m.stat == nil {
-		return false, nil
+		return false, other, nil
 	}
-	if r.ThenDeleteVersion != "" {
-		info, err := m.stat.Stat(ctx, r.Key)
-		if errors.Is(err, backend.ErrNotExist) || (err == nil && info.Version != r.ThenDeleteVersion) {
-			return false, nil
-		}
-		if err != nil {
-			return false, err
-		}
-	} else {
+	if r.ThenDeleteVersion == "" {
 		info, same, err := m.landedEarlier(ctx, r.Key, path, r.Size)
-		if err != nil || !same {
-			return false, err
+		if err != nil {
+			return false, other, err
 		}
-		r.ThenDelete, r.ThenDeleteVersion = r.Key, info.Version
+		if same {
+			r.ThenDelete, r.ThenDeleteVersion = r.Key, info.Version
+		}
+	}
+	info, err := m.stat.Stat(ctx, r.Key)
+	if errors.Is(err, backend.ErrNotExist) {
+		return false, other, nil
+	}
+	if err != nil {
+		return false, other, err
+	}
+	if info.Version != r.ThenDeleteVersion {
+		return false, info, nil
 	}
 	if err := m.del.Delete(ctx, r.Key); err != nil {
-		return false, fmt.Errorf("writeback: take down %s: %w", r.Key, err)
+		return false, other, fmt.Errorf("writeback: take down %s: %w", r.Key, err)
 	}
-	return true, nil
+	return true, other, nil
 }
 
 // takeDownLater hands the take-down of what j's attempt r landed (at
@@ -196,7 +206,7 @@ func (m *Manager) retryTakeDown(seq uint64, r index.UploadRecord) {
 		case <-time.After(delay):
 		}
 		ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
-		took, err := m.takeDown(ctx, &r, "")
+		took, _, err := m.takeDown(ctx, &r, "")
 		cancel()
 		if err != nil {
 			m.log.Debug("writeback: taking down an overtaken upload failed again", "key", r.Key, "tries", tries, "err", err)

@@ -45,7 +45,7 @@ func TestDeleteInFlightIsJournaledUntilTakenDown(t *testing.T) {
 // a kill -9 in that window finds the entry: the object of the deleted
 // file (the staged bytes exactly) is taken down, hidden meanwhile, and
 // the entry and its staged file go. An object of the name holding other
-// bytes (another writer's, since) stays.
+// bytes (another writer's, since) stays, and is shown.
 func TestNextMountTakesDownWhatADeletedUploadLanded(t *testing.T) {
 	b := newBucket()
 	dir := t.TempDir()
@@ -78,6 +78,11 @@ func TestNextMountTakesDownWhatADeletedUploadLanded(t *testing.T) {
 	}
 	if got, ok := b.get("theirs.bin"); !ok || string(got) != "another writer's" {
 		t.Errorf("another writer's object of the name: %q, %v; want it kept", got, ok)
+	}
+	// And shown at once: ending the hiding records the name as gone,
+	// which before hid that object until the metadata TTL.
+	if got, ok := e.uploaded.Load("theirs.bin"); !ok || got.(backend.ObjectInfo).Version != "v2" {
+		t.Errorf("another writer's object in the namespace: %+v, %v; want version v2", got, ok)
 	}
 	if ents, _ := os.ReadDir(e.m.store.StagingDir()); len(ents) != 0 {
 		t.Errorf("staged files left: %v", ents)
