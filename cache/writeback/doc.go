@@ -21,10 +21,11 @@
 // no longer belongs is taken back down: a cancelled request can still
 // reach the bucket, unknown to anyone. A deleted file's entry stays in
 // the journal until then, marked as one to take down (UploadOvertaken):
-// a kill -9 in between leaves the take-down to the next mount, before its
-// first upload (overtaken.go). A take-down whose delete fails is retried
-// in the background, its entry kept (now naming the version that landed)
-// until the object is down. A key
+// a kill -9 in between leaves the take-down to the next mount, before any
+// upload of the key (overtaken.go). A take-down whose delete fails is
+// retried in the background, its entry kept (now naming the version that
+// landed) until the object is down; meanwhile it holds the key as an
+// attempt does (takedown.go). A key
 // is also busy while an attempt writes it for a job renamed away since
 // (Manager.inFlight): that attempt may still land there and be taken back
 // down, so a new file under the old name waits for it to end. An upload

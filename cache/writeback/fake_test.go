@@ -29,6 +29,9 @@ type fakeBucket struct {
 	landed chan struct{}
 	stops  []<-chan struct{} // every Put's PutOptions.Stop; guarded by mu
 	delErr error             // returned by Delete when set; guarded by mu
+	// statHold, by key: a Stat of the key waits until its channel is
+	// closed (or its context ends); guarded by mu.
+	statHold map[string]chan struct{}
 }
 
 func newBucket() *fakeBucket {
@@ -53,6 +56,17 @@ func (b *fakeBucket) get(key string) ([]byte, bool) {
 func (b *fakeBucket) Stat(ctx context.Context, key string) (backend.ObjectInfo, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if hold := b.statHold[key]; hold != nil {
+		b.mu.Unlock()
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		b.mu.Lock()
+		if ctx.Err() != nil {
+			return backend.ObjectInfo{}, ctx.Err()
+		}
+	}
 	if b.failErr != nil {
 		return backend.ObjectInfo{}, b.failErr
 	}

@@ -345,13 +345,7 @@ func (m *Manager) finish(j *Job, r index.UploadRecord, info backend.ObjectInfo, 
 	j.running, j.landed = false, false
 	j.cancel() // releases the attempt's stop (m.ctx keeps it until then)
 	m.running--
-	if m.inFlight[r.Key]--; m.inFlight[r.Key] <= 0 {
-		delete(m.inFlight, r.Key)
-		if ch := m.flightEnded[r.Key]; ch != nil {
-			close(ch)
-			delete(m.flightEnded, r.Key)
-		}
-	}
+	m.flightDoneLocked(r.Key)
 	switch {
 	case err == nil:
 		// The file stops being local only if nothing newer of it is

@@ -176,7 +176,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	go func() {
 		m.finishMoves(moves) // before any upload: see moves.go
 		close(m.movesDone)
-		m.takeDownOvertaken() // before any upload of the key: overtaken.go
+		m.takeDownOvertaken() // started; holds its keys until done: takedown.go
 		m.dispatch()
 	}()
 	return m, nil

@@ -1,16 +1,12 @@
 package writeback
 
 import (
-	"context"
-	"errors"
-	"fmt"
+	"crypto/rand"
+	"encoding/hex"
 	"os"
 	"path/filepath"
-	"time"
 
-	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/index"
-	"github.com/stratafs/strata/cache/meta"
 )
 
 // A file deleted or renamed while an attempt of its upload is in flight
@@ -24,7 +20,7 @@ import (
 // (attemptEndedLocked removes it). A next mount that finds such an entry
 // uploads nothing for it and takes the key's object down if it holds
 // exactly the staged bytes (another writer's object of the name, since,
-// stays), before any upload of that mount. An attempt cut by the mount's
+// stays), before any upload of that key. An attempt cut by the mount's
 // end leaves its entry to the next mount: its last request may land yet.
 
 // overtakenUpload is an UploadOvertaken journal entry found by restore.
@@ -77,152 +73,60 @@ func (m *Manager) attemptEndedLocked(j *Job) {
 }
 
 // restoreOvertaken takes note of an UploadOvertaken entry at restore: its
-// name is hidden until takeDownOvertaken has dealt with it.
+// name is hidden, and held as an attempt's would be (inFlight: no upload
+// of it starts), until takeDownOvertaken's take-down is done.
 func (m *Manager) restoreOvertaken(seq uint64, r index.UploadRecord, kept bool) {
 	m.overtaken = append(m.overtaken, overtakenUpload{seq: seq, rec: r, kept: kept})
+	m.inFlight[r.Key]++ // before dispatch runs: no lock needed yet
 	if m.names != nil {
 		m.names.Hide(r.Key)
 	}
 }
 
-// takeDownOvertaken deals with the entries restoreOvertaken noted: the
-// object is taken down if it is the one the entry names, then the entry
-// and the staged file go. An entry whose check or delete fails (the
-// backend out of reach) stays: retried in the background once the
-// object's version is known, else left to the next mount. Runs before any
-// upload of this mount.
+// takeDownOvertaken starts the take-down of each entry restoreOvertaken
+// noted, in the background (takedown.go): the uploads of other names do
+// not wait for it. A staged file a restored job also uploads (a renamed
+// file's) is linked under a name of the take-down's own first: that
+// upload moves its file into the cache when it lands.
 func (m *Manager) takeDownOvertaken() {
 	for _, o := range m.overtaken {
-		r := o.rec
-		path := filepath.Join(m.store.StagingDir(), r.Staging)
-		if o.kept {
-			path = filepath.Join(m.keptDir(), r.Staging)
-		}
-		known := r.ThenDeleteVersion
-		ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
-		took, other, err := m.takeDown(ctx, &r, path)
-		cancel()
+		t := takeDownJob{seq: o.seq, rec: o.rec, hidden: m.names != nil}
 		switch {
-		case err == nil:
-			if took {
-				m.log.Info("writeback: took down the upload of a file deleted or renamed while it was in flight (the daemon had stopped before)", "key", r.Key)
-			}
-			m.deleteUpload(o.seq, r.Key)
-			if !o.kept && !m.stagedFor(r.Staging) { // a renamed file's: its upload reads it
-				os.Remove(path)
-			}
-		case r.ThenDeleteVersion != "":
-			if known == "" { // learned by the check: the staged bytes are no longer needed
-				_ = m.putUpload(o.seq, r)
-			}
-			m.log.Warn("writeback: could not take down the upload of a file deleted or renamed while it was in flight; retried in the background", "key", r.Key, "err", err)
-			m.wg.Add(1)
-			go m.retryTakeDown(o.seq, r)
+		case o.rec.ThenDeleteVersion != "": // the version known: no bytes to compare
+		case o.kept:
+			t.path = filepath.Join(m.keptDir(), o.rec.Staging)
+		case m.stagedFor(o.rec.Staging):
+			t.path, t.owned = m.linkForTakeDown(o.seq, &t.rec)
 		default:
-			m.log.Warn("writeback: could not check or take down the upload of a file deleted or renamed while it was in flight; the next mount tries again", "key", r.Key, "err", err)
+			t.path, t.owned = filepath.Join(m.store.StagingDir(), o.rec.Staging), true
 		}
-		if m.names != nil {
-			m.names.Unhide(r.Key) // records the name as gone
-			if other.Key != "" {  // another writer's object: shown again at once, not after the TTL
-				dir, name := meta.Parent(r.Key)
-				m.names.Upsert(dir, meta.Entry{Name: name, Size: other.Size, MTime: other.MTime.UnixNano(), Version: other.Version})
-			}
-		}
+		m.wg.Add(1)
+		go m.runTakeDown(t, 0)
 	}
 	m.overtaken = nil
 }
 
-// takeDown removes r.Key's object if it is the one an overtaken upload
-// landed: of version r.ThenDeleteVersion when that is known, else holding
-// exactly the staged bytes at path (r then records its version). Another
-// writer's object of the name stays, and is returned as other. It
-// reports whether it removed the object.
-func (m *Manager) takeDown(ctx context.Context, r *index.UploadRecord, path string) (took bool, other backend.ObjectInfo, err error) {
-	if m.del == nil || m.stat == nil {
-		return false, other, nil
+// linkForTakeDown links the staged file of r (entry seq) under a new
+// name, journaled as r's, and returns its path, owned; on failure, the
+// shared file's path, not owned.
+func (m *Manager) linkForTakeDown(seq uint64, r *index.UploadRecord) (path string, owned bool) {
+	shared := filepath.Join(m.store.StagingDir(), r.Staging)
+	var b [12]byte
+	_, _ = rand.Read(b[:])
+	name := hex.EncodeToString(b[:])
+	own := filepath.Join(m.store.StagingDir(), name)
+	if err := os.Link(shared, own); err != nil {
+		m.log.Warn("writeback: linking a staged file for a take-down failed; it compares with the shared file", "key", r.Key, "err", err)
+		return shared, false
 	}
-	if r.ThenDeleteVersion == "" {
-		info, same, err := m.landedEarlier(ctx, r.Key, path, r.Size)
-		if err != nil {
-			return false, other, err
-		}
-		if same {
-			r.ThenDelete, r.ThenDeleteVersion = r.Key, info.Version
-		}
+	moved := *r
+	moved.Staging = name
+	if err := m.putUpload(seq, moved); err != nil {
+		os.Remove(own)
+		return shared, false
 	}
-	info, err := m.stat.Stat(ctx, r.Key)
-	if errors.Is(err, backend.ErrNotExist) {
-		return false, other, nil
-	}
-	if err != nil {
-		return false, other, err
-	}
-	if info.Version != r.ThenDeleteVersion {
-		return false, info, nil
-	}
-	if err := m.del.Delete(ctx, r.Key); err != nil {
-		return false, other, fmt.Errorf("writeback: take down %s: %w", r.Key, err)
-	}
-	return true, other, nil
-}
-
-// takeDownLater hands the take-down of what j's attempt r landed (at
-// version), whose delete just failed, to retryTakeDown. The entry names
-// the version, so that it needs no staged bytes (they go with a deleted
-// file's job), and stays journaled until the object is down: the mount's
-// end leaves it to the next mount.
-func (m *Manager) takeDownLater(j *Job, r index.UploadRecord, version string) {
-	m.mu.Lock()
-	var seq uint64
-	switch {
-	case j.overtakenSeq != 0: // renamed away from r.Key: that entry
-		seq, j.overtakenSeq = j.overtakenSeq, 0
-	case j.rec.State == index.UploadOvertaken && j.rec.Key == r.Key: // deleted: its own entry
-		seq, j.seq = j.seq, 0 // dropLocked leaves the entry
-	}
-	m.mu.Unlock()
-	r.State, r.ThenDelete, r.ThenDeleteVersion = index.UploadOvertaken, r.Key, version
-	var err error
-	if seq != 0 {
-		err = m.putUpload(seq, r)
-	} else if seq, err = m.ix.AppendUpload(r); err != nil {
-		m.log.Error("writeback: journaling the take-down of an overtaken upload failed; a crash before it is down leaves the object", "key", r.Key, "err", err)
-	}
-	_ = err // logged; the retry runs all the same
-	m.wg.Add(1)
-	go m.retryTakeDown(seq, r)
-}
-
-// retryTakeDown retries the take-down of r (takeDown, its version known)
-// with the uploads' backoff, at most a minute apart, until it is done,
-// then removes its journal entry seq (0: none). The mount's end leaves
-// the entry to the next mount.
-func (m *Manager) retryTakeDown(seq uint64, r index.UploadRecord) {
-	defer m.wg.Done()
-	for delay, tries := m.opts.RetryMin, 1; ; delay, tries = min(2*delay, m.opts.RetryMax, time.Minute), tries+1 {
-		select {
-		case <-m.ctx.Done():
-			return
-		case <-time.After(delay):
-		}
-		ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
-		took, _, err := m.takeDown(ctx, &r, "")
-		cancel()
-		if err != nil {
-			m.log.Debug("writeback: taking down an overtaken upload failed again", "key", r.Key, "tries", tries, "err", err)
-			continue
-		}
-		if took {
-			m.log.Info("writeback: took down an overtaken upload", "key", r.Key, "tries", tries+1)
-		}
-		if seq != 0 {
-			m.deleteUpload(seq, r.Key)
-		}
-		if r.Staging != "" && !m.stagedFor(r.Staging) { // left by a crash (restore); a job's moves into the cache
-			os.Remove(filepath.Join(m.store.StagingDir(), r.Staging))
-		}
-		return
-	}
+	*r = moved
+	return own, true
 }
 
 // stagedFor reports whether a restored job uploads the staged file named

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"os"
+	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/stratafs/strata/backend"
 	"github.com/stratafs/strata/cache/index"
 )
 
@@ -162,5 +164,75 @@ func TestADiscardInFlightCutByTheMountsEndLeavesItsTakeDown(t *testing.T) {
 	})
 	if got, err := os.ReadFile(copies[0]); err != nil || string(got) != "weights" {
 		t.Fatalf("the kept copy: %q, %v", got, err)
+	}
+}
+
+// TestATakeDownHoldsTheNameUntilDone: while a failed take-down waits for
+// its retry, a new file written under the name with the same bytes (a
+// checkpoint saved again) must not upload: its create-only put would
+// meet the old object, take it for an earlier attempt of its own (same
+// bytes, same ETag), and the take-down would then remove it. It waits
+// until the take-down is done, then goes up.
+func TestATakeDownHoldsTheNameUntilDone(t *testing.T) {
+	e, b, release := inFlight(t, "ckpt/model.bin", []byte("weights"))
+	defer release()
+	e.m.Cancel("ckpt/model.bin")
+	b.setDeleteFail(errUnreachable)
+	release()
+	waitJournal(t, e, "the take-down failed", func(recs []index.UploadRecord) bool {
+		r, ok := takeDownOf(recs, "ckpt/model.bin")
+		return ok && r.ThenDeleteVersion != ""
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	j, err := e.m.Commit(ctx, "ckpt/model.bin", e.stageAt(t, "ckpt/model.bin", []byte("weights")), backend.VersionAbsent, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(200 * time.Millisecond) // time for the new upload to go, if it may, and for retries
+	b.setDeleteFail(nil)
+	if err := j.Wait(ctx); err != nil {
+		t.Fatalf("the new file's upload: %v", err)
+	}
+	waitJournal(t, e, "the take-down and the new upload", func(recs []index.UploadRecord) bool { return len(recs) == 0 })
+	time.Sleep(100 * time.Millisecond) // a retry still running would remove it now
+	if got, ok := b.get("ckpt/model.bin"); !ok || string(got) != "weights" {
+		t.Fatalf("the new file in the bucket: %q, %v", got, ok)
+	}
+}
+
+// TestNextMountUploadsWhileATakeDownWaits: the next mount's take-down of
+// a deleted file's upload waits for a bucket that does not answer about
+// that name; the uploads of other files must not wait for it. Before,
+// every upload of the mount waited up to a minute per such entry.
+func TestNextMountUploadsWhileATakeDownWaits(t *testing.T) {
+	b := newBucket()
+	dir := t.TempDir()
+	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	for _, r := range []index.UploadRecord{
+		{Source: first.m.source, Key: "gone.bin", Staging: "s1", Size: 7, BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken},
+		{Source: first.m.source, Key: "other.bin", Staging: "s2", Size: 7, BaseVersion: backend.VersionAbsent},
+	} {
+		if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), r.Staging), []byte("weights"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := first.m.ix.AppendUpload(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	b.objs["gone.bin"], b.vers["gone.bin"] = []byte("weights"), "v1"
+	first.close()
+	hold := make(chan struct{})
+	b.statHold = map[string]chan struct{}{"gone.bin": hold}
+	defer close(hold)
+
+	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.m.WaitKey(ctx, "other.bin"); err != nil {
+		t.Fatalf("other.bin's upload while gone.bin's take-down waits: %v", err)
+	}
+	if _, ok := b.get("other.bin"); !ok {
+		t.Fatal("other.bin is not in the bucket")
 	}
 }
