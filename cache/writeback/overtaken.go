@@ -85,23 +85,34 @@ func (m *Manager) restoreOvertaken(seq uint64, r index.UploadRecord, kept bool) 
 
 // takeDownOvertaken starts the take-down of each entry restoreOvertaken
 // noted, in the background (takedown.go): the uploads of other names do
-// not wait for it. A staged file a restored job also uploads (a renamed
-// file's) is linked under a name of the take-down's own first: that
-// upload moves its file into the cache when it lands.
+// not wait for it. Each take-down that compares bytes gets its own link
+// of the staged file first: a restored job may upload the same file (a
+// renamed file's), and moves it into the cache when it lands, and two
+// entries may share it (renamed, then deleted); the shared name then
+// goes unless a job uploads it.
 func (m *Manager) takeDownOvertaken() {
+	linked, shared := map[string]bool{}, map[string]bool{}
 	for _, o := range m.overtaken {
 		t := takeDownJob{seq: o.seq, rec: o.rec, hidden: m.names != nil}
 		switch {
 		case o.rec.ThenDeleteVersion != "": // the version known: no bytes to compare
 		case o.kept:
 			t.path = filepath.Join(m.keptDir(), o.rec.Staging)
-		case m.stagedFor(o.rec.Staging):
-			t.path, t.owned = m.linkForTakeDown(o.seq, &t.rec)
 		default:
-			t.path, t.owned = filepath.Join(m.store.StagingDir(), o.rec.Staging), true
+			t.path, t.owned = m.linkForTakeDown(o.seq, &t.rec)
+			if t.owned {
+				linked[o.rec.Staging] = true
+			} else {
+				shared[o.rec.Staging] = true // compared where it is
+			}
 		}
 		m.wg.Add(1)
 		go m.runTakeDown(t, 0)
+	}
+	for name := range linked {
+		if !shared[name] && !m.stagedFor(name) {
+			os.Remove(filepath.Join(m.store.StagingDir(), name))
+		}
 	}
 	m.overtaken = nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -45,6 +46,12 @@ func (m *Manager) takeDown(ctx context.Context, r *index.UploadRecord, path stri
 	}
 	if r.ThenDeleteVersion == "" {
 		info, same, err := m.landedEarlier(ctx, r.Key, path, r.Size)
+		if errors.Is(err, fs.ErrNotExist) {
+			// The bytes to compare are gone (a kept copy removed by
+			// hand): what is there cannot be recognised, and stays.
+			m.log.Warn("writeback: the staged bytes of a take-down are gone; the object under its name is left as it is", "key", r.Key, "path", path)
+			return false, other, nil
+		}
 		if err != nil {
 			return false, other, err
 		}

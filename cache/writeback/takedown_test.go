@@ -236,3 +236,47 @@ func TestNextMountUploadsWhileATakeDownWaits(t *testing.T) {
 		t.Fatal("other.bin is not in the bucket")
 	}
 }
+
+// TestNextMountTakesDownTwoNamesOfOneStagedFile: a file renamed while
+// its upload was in flight, then deleted while the upload to the new
+// name was in flight, then a kill -9: two entries to take down, of one
+// staged file. Each take-down must still have the bytes to compare when
+// it runs, whichever ends first.
+func TestNextMountTakesDownTwoNamesOfOneStagedFile(t *testing.T) {
+	b := newBucket()
+	dir := t.TempDir()
+	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), "s1"), []byte("weights"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, key := range []string{"tmp/model.bin", "model.bin"} {
+		if _, err := first.m.ix.AppendUpload(index.UploadRecord{Source: first.m.source, Key: key, Staging: "s1", Size: 7,
+			BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken}); err != nil {
+			t.Fatal(err)
+		}
+		b.objs[key], b.vers[key] = []byte("weights"), "v-"+key
+	}
+	first.close()
+	hold := make(chan struct{})
+	b.statHold = map[string]chan struct{}{"model.bin": hold}
+
+	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if _, ok := b.get("tmp/model.bin"); !ok {
+			break
+		}
+		if time.Now().After(deadline) {
+			close(hold)
+			t.Fatal("tmp/model.bin never taken down")
+		}
+	}
+	time.Sleep(50 * time.Millisecond) // its take-down's end
+	close(hold)
+	waitJournal(t, e, "both take-downs", func(recs []index.UploadRecord) bool {
+		_, inBucket := b.get("model.bin")
+		return len(recs) == 0 && !inBucket
+	})
+	if ents, _ := os.ReadDir(e.m.store.StagingDir()); len(ents) != 0 {
+		t.Errorf("staged files left: %v", ents)
+	}
+}
