@@ -92,6 +92,7 @@ func (m *Manager) restoreOvertaken(seq uint64, r index.UploadRecord, kept bool) 
 // goes unless a job uploads it.
 func (m *Manager) takeDownOvertaken() {
 	linked, shared := map[string]bool{}, map[string]bool{}
+	var ts []takeDownJob
 	for _, o := range m.overtaken {
 		t := takeDownJob{seq: o.seq, rec: o.rec, hidden: m.names != nil}
 		switch {
@@ -106,13 +107,16 @@ func (m *Manager) takeDownOvertaken() {
 				shared[o.rec.Staging] = true // compared where it is
 			}
 		}
-		m.wg.Add(1)
-		go m.runTakeDown(t, 0)
+		ts = append(ts, t)
 	}
 	for name := range linked {
 		if !shared[name] && !m.stagedFor(name) {
 			os.Remove(filepath.Join(m.store.StagingDir(), name))
 		}
+	}
+	for _, t := range ts {
+		m.wg.Add(1)
+		go m.runTakeDown(t, 0)
 	}
 	m.overtaken = nil
 }

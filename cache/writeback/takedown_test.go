@@ -31,7 +31,9 @@ func TestAFailedTakeDownIsRetried(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e, b, release := inFlight(t, "tmp/model.bin", []byte("weights"))
 			defer release()
+			b.mu.Lock()
 			landed := b.vers["tmp/model.bin"]
+			b.mu.Unlock()
 			if err := tc.change(e); err != nil {
 				t.Fatal(err)
 			}
