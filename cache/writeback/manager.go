@@ -201,8 +201,8 @@ func (m *Manager) restore(moves []journaledMove) error {
 			return nil
 		}
 		if r.State == index.UploadOvertaken && r.ThenDeleteVersion != "" {
-			// The version to take down is known: no staged bytes needed.
-			owned[r.Staging] = true
+			// The version to take down is known: no staged bytes needed
+			// (left unowned: removed below unless a job uploads them).
 			m.restoreOvertaken(seq, r, false)
 			return nil
 		}

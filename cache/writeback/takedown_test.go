@@ -282,3 +282,31 @@ func TestNextMountTakesDownTwoNamesOfOneStagedFile(t *testing.T) {
 		t.Errorf("staged files left: %v", ents)
 	}
 }
+
+// TestATakeDownOfAKnownVersionLeavesNoStagedFile: a kill -9 right after
+// a failed take-down was journaled with its version, before the deleted
+// file's staged bytes were removed: the next mount takes the object down
+// and the staged file goes too (the take-down no longer needs it).
+func TestATakeDownOfAKnownVersionLeavesNoStagedFile(t *testing.T) {
+	b := newBucket()
+	dir := t.TempDir()
+	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), "s1"), []byte("weights"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := first.m.ix.AppendUpload(index.UploadRecord{Source: first.m.source, Key: "model.bin", Staging: "s1", Size: 7,
+		BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken, ThenDelete: "model.bin", ThenDeleteVersion: "v1"}); err != nil {
+		t.Fatal(err)
+	}
+	b.objs["model.bin"], b.vers["model.bin"] = []byte("weights"), "v1"
+	first.close()
+
+	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	waitJournal(t, e, "the next mount", func(recs []index.UploadRecord) bool {
+		_, inBucket := b.get("model.bin")
+		return len(recs) == 0 && !inBucket
+	})
+	if ents, _ := os.ReadDir(e.m.store.StagingDir()); len(ents) != 0 {
+		t.Errorf("staged files left: %v", ents)
+	}
+}
