@@ -48,21 +48,16 @@ func TestDeleteInFlightIsJournaledUntilTakenDown(t *testing.T) {
 // bytes (another writer's, since) stays, and is shown.
 func TestNextMountTakesDownWhatADeletedUploadLanded(t *testing.T) {
 	b := newBucket()
-	dir := t.TempDir()
-	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
-	for key, staged := range map[string]string{"mine.bin": "deleted weights", "theirs.bin": "deleted weights"} {
-		name := "overtaken-" + key
-		if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), name), []byte(staged), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := first.m.ix.AppendUpload(index.UploadRecord{Source: first.m.source, Key: key, Staging: name,
-			Size: int64(len(staged)), BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken}); err != nil {
-			t.Fatal(err)
-		}
+	staged := map[string]string{}
+	var recs []index.UploadRecord
+	for _, key := range []string{"mine.bin", "theirs.bin"} {
+		staged["overtaken-"+key] = "deleted weights"
+		recs = append(recs, index.UploadRecord{Key: key, Staging: "overtaken-" + key, Size: int64(len("deleted weights")),
+			BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken})
 	}
+	dir := leftByAKill(t, b, staged, recs...)
 	b.objs["mine.bin"], b.vers["mine.bin"] = []byte("deleted weights"), "v1"
 	b.objs["theirs.bin"], b.vers["theirs.bin"] = []byte("another writer's"), "v2"
-	first.close()
 
 	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
@@ -180,21 +175,10 @@ func TestRenameInFlightIsJournaledUntilTakenDown(t *testing.T) {
 // uploads the new name from the same staged file, which then goes.
 func TestNextMountFinishesARenameInFlight(t *testing.T) {
 	b := newBucket()
-	dir := t.TempDir()
-	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
-	if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), "s1"), []byte("weights"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	for _, r := range []index.UploadRecord{
-		{Source: first.m.source, Key: "model.bin", Staging: "s1", Size: 7},
-		{Source: first.m.source, Key: "tmp/model.bin", Staging: "s1", Size: 7, BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken},
-	} {
-		if _, err := first.m.ix.AppendUpload(r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := leftByAKill(t, b, map[string]string{"s1": "weights"},
+		index.UploadRecord{Key: "model.bin", Staging: "s1", Size: 7},
+		index.UploadRecord{Key: "tmp/model.bin", Staging: "s1", Size: 7, BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken})
 	b.objs["tmp/model.bin"], b.vers["tmp/model.bin"] = []byte("weights"), "v1"
-	first.close()
 
 	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)

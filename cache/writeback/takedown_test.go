@@ -74,15 +74,7 @@ func TestAFailedTakeDownIsLeftToTheNextMount(t *testing.T) {
 	for _, another := range []bool{false, true} {
 		name := map[bool]string{false: "its object", true: "another writer's object"}[another]
 		t.Run(name, func(t *testing.T) {
-			e, b, release := inFlight(t, "tmp/model.bin", []byte("weights"))
-			defer release()
-			e.m.Cancel("tmp/model.bin")
-			b.setDeleteFail(errUnreachable)
-			release()
-			waitJournal(t, e, "the take-down failed", func(recs []index.UploadRecord) bool {
-				r, ok := takeDownOf(recs, "tmp/model.bin")
-				return ok && r.ThenDeleteVersion != ""
-			})
+			e, b := failedTakeDown(t, "tmp/model.bin")
 			e.close()
 			if another {
 				b.objs["tmp/model.bin"], b.vers["tmp/model.bin"] = []byte("theirs"), "v-theirs"
@@ -176,15 +168,7 @@ func TestADiscardInFlightCutByTheMountsEndLeavesItsTakeDown(t *testing.T) {
 // bytes, same ETag), and the take-down would then remove it. It waits
 // until the take-down is done, then goes up.
 func TestATakeDownHoldsTheNameUntilDone(t *testing.T) {
-	e, b, release := inFlight(t, "ckpt/model.bin", []byte("weights"))
-	defer release()
-	e.m.Cancel("ckpt/model.bin")
-	b.setDeleteFail(errUnreachable)
-	release()
-	waitJournal(t, e, "the take-down failed", func(recs []index.UploadRecord) bool {
-		r, ok := takeDownOf(recs, "ckpt/model.bin")
-		return ok && r.ThenDeleteVersion != ""
-	})
+	e, b := failedTakeDown(t, "ckpt/model.bin")
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	j, err := e.m.Commit(ctx, "ckpt/model.bin", e.stageAt(t, "ckpt/model.bin", []byte("weights")), backend.VersionAbsent, 2)
@@ -209,21 +193,10 @@ func TestATakeDownHoldsTheNameUntilDone(t *testing.T) {
 // every upload of the mount waited up to a minute per such entry.
 func TestNextMountUploadsWhileATakeDownWaits(t *testing.T) {
 	b := newBucket()
-	dir := t.TempDir()
-	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
-	for _, r := range []index.UploadRecord{
-		{Source: first.m.source, Key: "gone.bin", Staging: "s1", Size: 7, BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken},
-		{Source: first.m.source, Key: "other.bin", Staging: "s2", Size: 7, BaseVersion: backend.VersionAbsent},
-	} {
-		if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), r.Staging), []byte("weights"), 0o600); err != nil {
-			t.Fatal(err)
-		}
-		if _, err := first.m.ix.AppendUpload(r); err != nil {
-			t.Fatal(err)
-		}
-	}
+	dir := leftByAKill(t, b, map[string]string{"s1": "weights", "s2": "weights"},
+		index.UploadRecord{Key: "gone.bin", Staging: "s1", Size: 7, BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken},
+		index.UploadRecord{Key: "other.bin", Staging: "s2", Size: 7, BaseVersion: backend.VersionAbsent})
 	b.objs["gone.bin"], b.vers["gone.bin"] = []byte("weights"), "v1"
-	first.close()
 	hold := make(chan struct{})
 	b.statHold = map[string]chan struct{}{"gone.bin": hold}
 	defer close(hold)
@@ -246,19 +219,12 @@ func TestNextMountUploadsWhileATakeDownWaits(t *testing.T) {
 // it runs, whichever ends first.
 func TestNextMountTakesDownTwoNamesOfOneStagedFile(t *testing.T) {
 	b := newBucket()
-	dir := t.TempDir()
-	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
-	if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), "s1"), []byte("weights"), 0o600); err != nil {
-		t.Fatal(err)
-	}
+	var recs []index.UploadRecord
 	for _, key := range []string{"tmp/model.bin", "model.bin"} {
-		if _, err := first.m.ix.AppendUpload(index.UploadRecord{Source: first.m.source, Key: key, Staging: "s1", Size: 7,
-			BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken}); err != nil {
-			t.Fatal(err)
-		}
+		recs = append(recs, index.UploadRecord{Key: key, Staging: "s1", Size: 7, BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken})
 		b.objs[key], b.vers[key] = []byte("weights"), "v-"+key
 	}
-	first.close()
+	dir := leftByAKill(t, b, map[string]string{"s1": "weights"}, recs...)
 	hold := make(chan struct{})
 	b.statHold = map[string]chan struct{}{"model.bin": hold}
 
@@ -289,17 +255,9 @@ func TestNextMountTakesDownTwoNamesOfOneStagedFile(t *testing.T) {
 // and the staged file goes too (the take-down no longer needs it).
 func TestATakeDownOfAKnownVersionLeavesNoStagedFile(t *testing.T) {
 	b := newBucket()
-	dir := t.TempDir()
-	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
-	if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), "s1"), []byte("weights"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := first.m.ix.AppendUpload(index.UploadRecord{Source: first.m.source, Key: "model.bin", Staging: "s1", Size: 7,
-		BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken, ThenDelete: "model.bin", ThenDeleteVersion: "v1"}); err != nil {
-		t.Fatal(err)
-	}
+	dir := leftByAKill(t, b, map[string]string{"s1": "weights"}, index.UploadRecord{Key: "model.bin", Staging: "s1", Size: 7,
+		BaseVersion: backend.VersionAbsent, State: index.UploadOvertaken, ThenDelete: "model.bin", ThenDeleteVersion: "v1"})
 	b.objs["model.bin"], b.vers["model.bin"] = []byte("weights"), "v1"
-	first.close()
 
 	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
 	waitJournal(t, e, "the next mount", func(recs []index.UploadRecord) bool {
@@ -309,4 +267,43 @@ func TestATakeDownOfAKnownVersionLeavesNoStagedFile(t *testing.T) {
 	if ents, _ := os.ReadDir(e.m.store.StagingDir()); len(ents) != 0 {
 		t.Errorf("staged files left: %v", ents)
 	}
+}
+
+// failedTakeDown deletes key, a new file, while its upload is in flight,
+// the bucket refusing deletes, and returns once the attempt has landed
+// and its failed take-down is journaled with the version.
+func failedTakeDown(t *testing.T, key string) (*env, *fakeBucket) {
+	t.Helper()
+	e, b, release := inFlight(t, key, []byte("weights"))
+	t.Cleanup(release) // before the manager's close, which waits for the attempt
+	e.m.Cancel(key)
+	b.setDeleteFail(errUnreachable)
+	release()
+	waitJournal(t, e, "the take-down failed", func(recs []index.UploadRecord) bool {
+		r, ok := takeDownOf(recs, key)
+		return ok && r.ThenDeleteVersion != ""
+	})
+	return e, b
+}
+
+// leftByAKill returns a cache dir holding what a daemon of b killed
+// mid-way leaves: the staged files (name: bytes) and the journal entries
+// recs (their Source set to b's).
+func leftByAKill(t *testing.T, b *fakeBucket, staged map[string]string, recs ...index.UploadRecord) string {
+	t.Helper()
+	dir := t.TempDir()
+	first := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
+	defer first.close()
+	for name, data := range staged {
+		if err := os.WriteFile(filepath.Join(first.m.store.StagingDir(), name), []byte(data), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, r := range recs {
+		r.Source = first.m.source
+		if _, err := first.m.ix.AppendUpload(r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return dir
 }
