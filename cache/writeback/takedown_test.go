@@ -46,11 +46,16 @@ func TestAFailedTakeDownIsRetried(t *testing.T) {
 			if _, ok := b.get("tmp/model.bin"); !ok {
 				t.Fatal("the object is gone, yet every delete failed")
 			}
+			time.Sleep(50 * time.Millisecond) // the attempt's end, which hid the name until then
+			if _, hidden := e.hidden.Load("tmp/model.bin"); !hidden {
+				t.Error("the name shows while its take-down is retried")
+			}
 			b.setDeleteFail(nil)
 			waitJournal(t, e, "the bucket answering again", func(recs []index.UploadRecord) bool {
 				_, ok := takeDownOf(recs, "tmp/model.bin")
 				_, inBucket := b.get("tmp/model.bin")
-				return !ok && !inBucket
+				_, hidden := e.hidden.Load("tmp/model.bin")
+				return !ok && !inBucket && !hidden
 			})
 			if tc.name == "renamed" {
 				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
