@@ -14,6 +14,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -32,6 +33,10 @@ type lateUploadProxy struct {
 	lose string        // how the held request's answer is lost: "cut" (the connection), "502" (a gateway's error), "late" (held as long again after the server stored it), "" (it is not)
 	sent chan struct{} // one value per held request
 	done chan error    // the held request's outcome at the server
+	// refuse: every DELETE is answered 503 while set, as by a bucket
+	// out of reach for a moment.
+	refuse   atomic.Bool
+	refusals atomic.Int64 // DELETEs refused so
 }
 
 func newLateUploadProxy(t *testing.T, upstream string, hold time.Duration) (*lateUploadProxy, string) {
@@ -76,6 +81,10 @@ func (p *lateUploadProxy) take(r *http.Request, body []byte) (held bool, lose st
 }
 
 func (p *lateUploadProxy) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.Method == http.MethodDelete && p.refuse.Load() {
+		p.refusals.Add(1)
+		return refused(r), nil
+	}
 	if !isUpload(r) || r.Body == nil {
 		return http.DefaultTransport.RoundTrip(r)
 	}
