@@ -21,7 +21,8 @@ import (
 // path; a different object is a real conflict, reported as before.
 
 // landedEarlier reports whether key already holds exactly the staged file
-// at path (size r.Size), and the object's attributes if so.
+// at path (size r.Size), and the attributes of the object key holds, if
+// any (a take-down tells another writer's object by them).
 func (m *Manager) landedEarlier(ctx context.Context, key, path string, size int64) (backend.ObjectInfo, bool, error) {
 	if m.stat == nil {
 		return backend.ObjectInfo{}, false, nil
@@ -30,8 +31,11 @@ func (m *Manager) landedEarlier(ctx context.Context, key, path string, size int6
 	if errors.Is(err, backend.ErrNotExist) {
 		return backend.ObjectInfo{}, false, nil
 	}
-	if err != nil || info.Size != size {
+	if err != nil {
 		return backend.ObjectInfo{}, false, err
+	}
+	if info.Size != size {
+		return info, false, nil
 	}
 	f, err := os.Open(path)
 	if err != nil {
@@ -47,10 +51,10 @@ func (m *Manager) landedEarlier(ctx context.Context, key, path string, size int6
 	}
 	defer rc.Close()
 	same, err := sameBytes(f, rc)
-	if err != nil || !same {
+	if err != nil {
 		return backend.ObjectInfo{}, false, err
 	}
-	return info, true, nil
+	return info, same, nil
 }
 
 // sameBytes compares two streams to their ends.

@@ -1,8 +1,6 @@
 package writeback
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"os"
 	"path/filepath"
 
@@ -126,9 +124,7 @@ func (m *Manager) takeDownOvertaken() {
 // shared file's path, not owned.
 func (m *Manager) linkForTakeDown(seq uint64, r *index.UploadRecord) (path string, owned bool) {
 	shared := filepath.Join(m.store.StagingDir(), r.Staging)
-	var b [12]byte
-	_, _ = rand.Read(b[:])
-	name := hex.EncodeToString(b[:])
+	name := newStagingName()
 	own := filepath.Join(m.store.StagingDir(), name)
 	if err := os.Link(shared, own); err != nil {
 		m.log.Warn("writeback: linking a staged file for a take-down failed; it compares with the shared file", "key", r.Key, "err", err)

@@ -50,11 +50,16 @@ type Staging struct {
 	eager *eagerUpload
 }
 
-// NewStaging creates an empty staging file, a write session of key.
-func (m *Manager) NewStaging(key string) (*Staging, error) {
+// newStagingName returns a fresh random name for a staging file.
+func newStagingName() string {
 	var b [12]byte
 	rand.Read(b[:])
-	name := hex.EncodeToString(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+// NewStaging creates an empty staging file, a write session of key.
+func (m *Manager) NewStaging(key string) (*Staging, error) {
+	name := newStagingName()
 	f, err := os.OpenFile(filepath.Join(m.store.StagingDir(), name), os.O_RDWR|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return nil, fmt.Errorf("writeback: create staging file: %w", err)

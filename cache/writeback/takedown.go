@@ -44,30 +44,34 @@ func (m *Manager) takeDown(ctx context.Context, r *index.UploadRecord, path stri
 	if m.del == nil || m.stat == nil {
 		return false, other, nil
 	}
+	var info backend.ObjectInfo
 	if r.ThenDeleteVersion == "" {
-		info, same, err := m.landedEarlier(ctx, r.Key, path, r.Size)
+		var same bool
+		info, same, err = m.landedEarlier(ctx, r.Key, path, r.Size)
 		if errors.Is(err, fs.ErrNotExist) {
 			// The bytes to compare are gone (a kept copy removed by
 			// hand): what is there cannot be recognised, and stays.
 			m.log.Warn("writeback: the staged bytes of a take-down are gone; the object under its name is left as it is", "key", r.Key, "path", path)
 			return false, other, nil
 		}
+		if err != nil || info.Key == "" { // failed, or nothing there
+			return false, other, err
+		}
+		if !same {
+			return false, info, nil
+		}
+		r.ThenDelete, r.ThenDeleteVersion = r.Key, info.Version
+	} else {
+		info, err = m.stat.Stat(ctx, r.Key)
+		if errors.Is(err, backend.ErrNotExist) {
+			return false, other, nil
+		}
 		if err != nil {
 			return false, other, err
 		}
-		if same {
-			r.ThenDelete, r.ThenDeleteVersion = r.Key, info.Version
+		if info.Version != r.ThenDeleteVersion {
+			return false, info, nil
 		}
-	}
-	info, err := m.stat.Stat(ctx, r.Key)
-	if errors.Is(err, backend.ErrNotExist) {
-		return false, other, nil
-	}
-	if err != nil {
-		return false, other, err
-	}
-	if info.Version != r.ThenDeleteVersion {
-		return false, info, nil
 	}
 	if err := m.del.Delete(ctx, r.Key); err != nil {
 		return false, other, fmt.Errorf("writeback: take down %s: %w", r.Key, err)
