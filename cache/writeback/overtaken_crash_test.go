@@ -181,14 +181,7 @@ func TestNextMountFinishesARenameInFlight(t *testing.T) {
 	b.objs["tmp/model.bin"], b.vers["tmp/model.bin"] = []byte("weights"), "v1"
 
 	e := openEnv(t, b, b, dir, func(o *Options) { o.Mode = Async })
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := e.m.WaitKey(ctx, "model.bin"); err != nil {
-		t.Fatal(err)
-	}
-	if got, ok := b.get("model.bin"); !ok || string(got) != "weights" {
-		t.Fatalf("the new name in the bucket: %q, %v", got, ok)
-	}
+	waitUploaded(t, e, b, "model.bin", "weights")
 	// The old name's take-down runs beside the new name's upload (a
 	// rename's order: the new name up, the old one down).
 	waitJournal(t, e, "the new name's upload", func(recs []index.UploadRecord) bool {

@@ -58,14 +58,7 @@ func TestAFailedTakeDownIsRetried(t *testing.T) {
 				return !ok && !inBucket && !hidden
 			})
 			if tc.name == "renamed" {
-				ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-				defer cancel()
-				if err := e.m.WaitKey(ctx, "model.bin"); err != nil {
-					t.Fatal(err)
-				}
-				if got, ok := b.get("model.bin"); !ok || string(got) != "weights" {
-					t.Fatalf("the new name in the bucket: %q, %v", got, ok)
-				}
+				waitUploaded(t, e, b, "model.bin", "weights")
 			}
 		})
 	}
@@ -271,6 +264,20 @@ func TestATakeDownOfAKnownVersionLeavesNoStagedFile(t *testing.T) {
 	})
 	if ents, _ := os.ReadDir(e.m.store.StagingDir()); len(ents) != 0 {
 		t.Errorf("staged files left: %v", ents)
+	}
+}
+
+// waitUploaded waits for key's upload in e, and for the bucket to hold
+// want under key.
+func waitUploaded(t *testing.T, e *env, b *fakeBucket, key, want string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := e.m.WaitKey(ctx, key); err != nil {
+		t.Fatal(err)
+	}
+	if got, ok := b.get(key); !ok || string(got) != want {
+		t.Fatalf("%s in the bucket: %q, %v; want %q", key, got, ok, want)
 	}
 }
 
