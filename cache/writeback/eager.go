@@ -225,7 +225,12 @@ func (e *eagerUpload) send(i int, gen uint64) {
 	e.idle.Broadcast()
 	if err != nil {
 		e.sent[i] = sentPart{}
-		if e.failed == nil {
+		// A part changed while it was sent (a truncation under it makes
+		// its read come up short) is stale, not the backend failing:
+		// finish sends it again, as it does any part written over.
+		if e.gen[i] != gen {
+			e.startLocked()
+		} else if e.failed == nil {
 			e.failed = err
 		}
 		return

@@ -11,6 +11,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,6 +31,12 @@ type partsBucket struct {
 	// abortGate, if set, holds AbortParts until it is closed or the
 	// caller gives up (an endpoint gone silent).
 	abortGate chan struct{}
+	// sendGate, if set, holds SendPart of part sendGateFrom or later,
+	// before it reads the part, until it is closed; sendsHeld counts
+	// the sends it has held.
+	sendGate     chan struct{}
+	sendGateFrom int
+	sendsHeld    atomic.Int32
 }
 
 func newPartsBucket() *partsBucket {
@@ -59,6 +66,10 @@ func (b *partsBucket) counts() (begun, sent, aborted, open int) {
 }
 
 func (u *fakeParts) SendPart(ctx context.Context, number int, r io.ReaderAt, off, n int64) (string, error) {
+	if u.b.sendGate != nil && number >= u.b.sendGateFrom {
+		u.b.sendsHeld.Add(1)
+		<-u.b.sendGate
+	}
 	u.b.mu.Lock()
 	ferr := u.b.failPart
 	u.b.mu.Unlock()

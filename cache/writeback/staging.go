@@ -204,13 +204,15 @@ func (s *Staging) Truncate(n int64) error {
 	if err := s.reserve(n); err != nil {
 		return s.fail(err)
 	}
+	// The parts past n are stale before the file is cut: a part send
+	// that reads the shorter file then finds its part changed (eager.go).
+	s.eager.truncated(n)
 	if err := s.f.Truncate(n); err != nil {
 		return s.fail(fmt.Errorf("writeback: truncate staging file: %w", err))
 	}
 	s.mu.Lock()
 	s.size, s.dirty = n, true
 	s.mu.Unlock()
-	s.eager.truncated(n)
 	return nil
 }
 
