@@ -37,6 +37,9 @@ type lateUploadProxy struct {
 	// out of reach for a moment.
 	refuse   atomic.Bool
 	refusals atomic.Int64 // DELETEs refused so
+	// forbid: every DELETE is answered 403 AccessDenied while set, as
+	// for credentials without delete rights.
+	forbid atomic.Bool
 }
 
 func newLateUploadProxy(t *testing.T, upstream string, hold time.Duration) (*lateUploadProxy, string) {
@@ -83,7 +86,11 @@ func (p *lateUploadProxy) take(r *http.Request, body []byte) (held bool, lose st
 func (p *lateUploadProxy) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.Method == http.MethodDelete && p.refuse.Load() {
 		p.refusals.Add(1)
-		return refused(r), nil
+		return refused(r, http.StatusServiceUnavailable, "ServiceUnavailable"), nil
+	}
+	if r.Method == http.MethodDelete && p.forbid.Load() {
+		p.refusals.Add(1)
+		return refused(r, http.StatusForbidden, "AccessDenied"), nil
 	}
 	if !isUpload(r) || r.Body == nil {
 		return http.DefaultTransport.RoundTrip(r)

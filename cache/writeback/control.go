@@ -303,6 +303,7 @@ func (m *Manager) Summary() Summary {
 		}
 	}
 	s.Failed = append(s.Failed, m.keptFailuresLocked()...)
+	s.Failed = append(s.Failed, m.takeDownFailuresLocked()...)
 	sort.Slice(s.Failed, func(a, b int) bool { return s.Failed[a].Key < s.Failed[b].Key })
 	return s
 }

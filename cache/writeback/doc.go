@@ -25,7 +25,9 @@
 // upload of the key (overtaken.go). A take-down whose delete fails is
 // retried in the background, its entry kept (now naming the version that
 // landed) until the object is down; meanwhile it holds the key as an
-// attempt does (takedown.go). A key
+// attempt does (takedown.go). `strata uploads` lists take-downs, `strata
+// sync` waits for them, and one refused for good (permanent) fails as an
+// upload does, its key let go, until Retry (takedown_state.go). A key
 // is also busy while an attempt writes it for a job renamed away since
 // (Manager.inFlight): that attempt may still land there and be taken back
 // down, so a new file under the old name waits for it to end. An upload
@@ -102,7 +104,7 @@
 // there). crashpoint.go marks the points in between for the tests.
 //
 // Lock order: Manager.mu, then the namespace's (in-memory
-// SetLocal/ClearLocal). Staging.mu and eagerUpload.mu are leaves, never
+// SetLocal/ClearLocal/Hide). Staging.mu and eagerUpload.mu are leaves, never
 // taken with Manager.mu held; eagerUpload.mu is held for bookkeeping
 // only (its sends, begin and abort run unlocked, in goroutines). Manager.mu is not held across an upload, a bucket call, a
 // staging-file fsync, Adopt or the synced journal append of a commit

@@ -241,7 +241,7 @@ func (m *Manager) upload(stop context.Context, j *Job, r index.UploadRecord) {
 			if m.del != nil && !replaced {
 				if derr := m.del.Delete(m.ctx, r.Key); derr != nil {
 					m.log.Warn("writeback: removing an upload overtaken by a rename or delete failed; retried in the background", "key", r.Key, "err", derr)
-					m.takeDownLater(j, r, info.Version)
+					m.takeDownLater(j, r, info.Version, derr)
 				}
 			}
 			err = context.Canceled

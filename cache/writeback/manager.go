@@ -125,6 +125,9 @@ type Manager struct {
 	eagerMu sync.Mutex                // a leaf: guards eagers
 	eagers  map[*eagerUpload]struct{} // eager uploads not finished or aborted
 
+	// takeDowns: the take-downs not done (takedown.go), failed ones too.
+	takeDowns map[*takeDownJob]struct{}
+
 	// overtaken: UploadOvertaken entries found by restore, dealt with
 	// before the first upload (overtaken.go); only New's goroutine uses it.
 	overtaken []overtakenUpload
@@ -150,7 +153,7 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	ctx, cancel := context.WithCancel(context.Background())
 	m := &Manager{
 		store: store, ix: store.Index(), w: w, source: be.String(), opts: opts, names: names, log: opts.Logger,
-		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, inFlight: map[string]int{}, flightEnded: map[string]chan struct{}{}, moving: map[string]int{}, kept: map[string]*keptWrite{},
+		ctx: ctx, cancel: cancel, wake: make(chan struct{}, 1), jobs: map[*Job]struct{}{}, byKey: map[string][]*Job{}, inFlight: map[string]int{}, flightEnded: map[string]chan struct{}{}, moving: map[string]int{}, kept: map[string]*keptWrite{}, takeDowns: map[*takeDownJob]struct{}{},
 		open: map[*Staging]struct{}{}, dirs: map[string]*dirActivity{}, movesDone: make(chan struct{}), eagers: map[*eagerUpload]struct{}{},
 	}
 	m.del, _ = be.(backend.Deleter)
@@ -174,9 +177,9 @@ func New(store *cache.Store, be backend.Backend, opts Options, names Names) (*Ma
 	}
 	m.wg.Add(1)
 	go func() {
-		m.finishMoves(moves) // before any upload: see moves.go
-		close(m.movesDone)
+		m.finishMoves(moves)  // before any upload: see moves.go
 		m.takeDownOvertaken() // started; holds its keys until done: takedown.go
+		close(m.movesDone)    // WaitAll then finds the take-downs
 		m.dispatch()
 	}()
 	return m, nil

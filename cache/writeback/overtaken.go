@@ -90,9 +90,9 @@ func (m *Manager) restoreOvertaken(seq uint64, r index.UploadRecord, kept bool) 
 // goes unless a job uploads it.
 func (m *Manager) takeDownOvertaken() {
 	linked, shared := map[string]bool{}, map[string]bool{}
-	var ts []takeDownJob
+	var ts []*takeDownJob
 	for _, o := range m.overtaken {
-		t := takeDownJob{seq: o.seq, rec: o.rec, hidden: m.names != nil}
+		t := newTakeDown(o.seq, o.rec, m.names != nil) // the hold: restoreOvertaken
 		switch {
 		case o.rec.ThenDeleteVersion != "": // the version known: no bytes to compare
 		case o.kept:
@@ -107,6 +107,11 @@ func (m *Manager) takeDownOvertaken() {
 		}
 		ts = append(ts, t)
 	}
+	m.mu.Lock()
+	for _, t := range ts {
+		m.takeDowns[t] = struct{}{}
+	}
+	m.mu.Unlock()
 	for name := range linked {
 		if !shared[name] && !m.stagedFor(name) {
 			os.Remove(filepath.Join(m.store.StagingDir(), name))

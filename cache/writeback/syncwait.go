@@ -16,9 +16,9 @@ import (
 // for tests.
 var heldReleaseWait = 2 * time.Second
 
-// WaitAll waits for the renames a restart is finishing, and for every
-// upload committed so far to be complete or failed for good, then
-// summarises. An upload held for a file still open, and a file to be
+// WaitAll waits for the renames a restart is finishing, for every upload
+// committed so far to be complete or failed for good, and then for the
+// take-downs under way (takedown_state.go), then summarises. An upload held for a file still open, and a file to be
 // published at its last release (PublishAtRelease), are waited for only
 // if that release comes within heldReleaseWait; otherwise the upload
 // counts as pending.
@@ -58,7 +58,12 @@ func (m *Manager) WaitAll(ctx context.Context) (Summary, error) {
 		m.mu.Unlock()
 		m.kick()
 	}
-	err := settled(ctx, js)
+	if err := settled(ctx, js); err != nil {
+		return m.Summary(), err
+	}
+	// After the uploads: one whose delete of an old name failed hands
+	// it to a take-down before it settles.
+	err := m.waitTakeDowns(ctx)
 	return m.Summary(), err
 }
 

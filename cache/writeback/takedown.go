@@ -31,60 +31,72 @@ type takeDownJob struct {
 	// is not known; owned: path is the take-down's own, removed when done.
 	path  string
 	owned bool
+	// poke: Retry and WaitAll ask for a try now.
+	poke chan struct{}
+
+	// Guarded by Manager.mu.
 	// hidden: the name is hidden (Names.Hide) until done.
 	hidden bool
+	// failed: refused for good (permanent): not retried until Retry, its
+	// name neither held nor hidden meanwhile.
+	failed  bool
+	tries   int
+	lastErr string
+	next    time.Time // the next try, while retrying
+	// settled: closed when the take-down is done or has failed, for
+	// WaitAll; made anew when Retry restarts a failed one.
+	settled chan struct{}
+}
+
+// newTakeDown is a take-down of r's object (entry seq), not yet in
+// Manager.takeDowns; its name is hidden already when hidden.
+func newTakeDown(seq uint64, r index.UploadRecord, hidden bool) *takeDownJob {
+	return &takeDownJob{seq: seq, rec: r, hidden: hidden, poke: make(chan struct{}, 1), settled: make(chan struct{})}
 }
 
 // takeDown removes r.Key's object if it is the one an overtaken upload
 // landed: of version r.ThenDeleteVersion when that is known, else holding
-// exactly the staged bytes at path (r then records its version). Another
-// writer's object of the name stays, and is returned as other. It
-// reports whether it removed the object.
-func (m *Manager) takeDown(ctx context.Context, r *index.UploadRecord, path string) (took bool, other backend.ObjectInfo, err error) {
+// exactly the staged bytes at path (r then records its version). It
+// returns the object it found there (none: Key ""), and whether it
+// removed it; an object it found and left is another writer's.
+func (m *Manager) takeDown(ctx context.Context, r *index.UploadRecord, path string) (took bool, found backend.ObjectInfo, err error) {
 	if m.del == nil || m.stat == nil {
-		return false, other, nil
+		return false, found, nil
 	}
-	var info backend.ObjectInfo
 	if r.ThenDeleteVersion == "" {
 		var same bool
-		info, same, err = m.landedEarlier(ctx, r.Key, path, r.Size)
+		found, same, err = m.landedEarlier(ctx, r.Key, path, r.Size)
 		if errors.Is(err, fs.ErrNotExist) {
 			// The bytes to compare are gone (a kept copy removed by
 			// hand): what is there cannot be recognised, and stays.
 			m.log.Warn("writeback: the staged bytes of a take-down are gone; the object under its name is left as it is", "key", r.Key, "path", path)
-			return false, other, nil
+			return false, backend.ObjectInfo{}, nil
 		}
-		if err != nil || info.Key == "" { // failed, or nothing there
-			return false, other, err
+		if err != nil || found.Key == "" || !same { // failed, nothing there, or another writer's
+			return false, found, err
 		}
-		if !same {
-			return false, info, nil
-		}
-		r.ThenDelete, r.ThenDeleteVersion = r.Key, info.Version
+		r.ThenDelete, r.ThenDeleteVersion = r.Key, found.Version
 	} else {
-		info, err = m.stat.Stat(ctx, r.Key)
+		found, err = m.stat.Stat(ctx, r.Key)
 		if errors.Is(err, backend.ErrNotExist) {
-			return false, other, nil
+			return false, backend.ObjectInfo{}, nil
 		}
-		if err != nil {
-			return false, other, err
-		}
-		if info.Version != r.ThenDeleteVersion {
-			return false, info, nil
+		if err != nil || found.Version != r.ThenDeleteVersion {
+			return false, found, err
 		}
 	}
 	if err := m.del.Delete(ctx, r.Key); err != nil {
-		return false, other, fmt.Errorf("writeback: take down %s: %w", r.Key, err)
+		return false, found, fmt.Errorf("writeback: take down %s: %w", r.Key, err)
 	}
-	return true, other, nil
+	return true, found, nil
 }
 
 // takeDownLater hands the take-down of what j's attempt r landed (at
-// version), whose delete just failed, to runTakeDown. The entry now names
+// version), whose delete just failed (with failed), to runTakeDown. The entry now names
 // the version, so that it needs no staged bytes (they go with a deleted
 // file's job). The attempt's hold on the name (inFlight) and its hiding
 // pass to the take-down: finish ends the attempt's own.
-func (m *Manager) takeDownLater(j *Job, r index.UploadRecord, version string) {
+func (m *Manager) takeDownLater(j *Job, r index.UploadRecord, version string, failed error) {
 	m.mu.Lock()
 	var seq uint64
 	switch {
@@ -98,55 +110,78 @@ func (m *Manager) takeDownLater(j *Job, r index.UploadRecord, version string) {
 		j.hidden = ""
 	}
 	m.inFlight[r.Key]++
-	m.mu.Unlock()
 	r.State, r.ThenDelete, r.ThenDeleteVersion = index.UploadOvertaken, r.Key, version
+	t := newTakeDown(seq, r, hidden)
+	t.tries, t.lastErr = 1, takeDownError(failed)
+	m.takeDowns[t] = struct{}{} // before j settles: WaitAll finds it
+	m.mu.Unlock()
 	if seq != 0 {
 		_ = m.putUpload(seq, r) // logged; the retry runs all the same
+	} else if seq, err := m.ix.AppendUpload(r); err != nil {
+		m.log.Error("writeback: journaling the take-down of an overtaken upload failed; a crash before it is down leaves the object", "key", r.Key, "err", err)
 	} else {
-		var err error
-		if seq, err = m.ix.AppendUpload(r); err != nil {
-			m.log.Error("writeback: journaling the take-down of an overtaken upload failed; a crash before it is down leaves the object", "key", r.Key, "err", err)
-		}
+		m.mu.Lock()
+		t.seq = seq
+		m.mu.Unlock()
 	}
 	m.wg.Add(1)
-	go m.runTakeDown(takeDownJob{seq: seq, rec: r, hidden: hidden}, m.opts.RetryMin)
+	go m.runTakeDown(t, m.opts.RetryMin)
 }
 
 // runTakeDown tries t after delay, then again with the uploads' backoff,
-// at most a minute apart, until it is done (takeDownDone). The mount's
-// end leaves its entry to the next mount.
-func (m *Manager) runTakeDown(t takeDownJob, delay time.Duration) {
+// at most a minute apart, until it is done (takeDownDone), or refused for
+// good (takeDownFailed: then it waits for Retry). A poke (Retry, WaitAll)
+// ends the wait. The mount's end leaves its entry to the next mount.
+func (m *Manager) runTakeDown(t *takeDownJob, delay time.Duration) {
 	defer m.wg.Done()
 	for tries := 1; ; tries++ {
 		select {
 		case <-m.ctx.Done():
 			return
 		case <-time.After(delay):
+		case <-t.poke:
 		}
-		known := t.rec.ThenDeleteVersion
+		m.mu.Lock()
+		seq, known := t.seq, t.rec.ThenDeleteVersion
+		m.mu.Unlock()
+		r := t.rec // its own copy: Uploads reads t.rec under m.mu
 		ctx, cancel := context.WithTimeout(m.ctx, time.Minute)
-		took, other, err := m.takeDown(ctx, &t.rec, t.path)
+		took, found, err := m.takeDown(ctx, &r, t.path)
 		cancel()
+		m.mu.Lock()
+		t.rec = r
+		m.mu.Unlock()
 		if err == nil {
-			m.takeDownDone(t, took, other, tries)
+			m.takeDownDone(t, took, found, tries)
 			return
 		}
-		if known == "" && t.rec.ThenDeleteVersion != "" && t.seq != 0 {
-			_ = m.putUpload(t.seq, t.rec) // the version learned: the bytes are no longer needed
+		if known == "" && r.ThenDeleteVersion != "" && seq != 0 {
+			_ = m.putUpload(seq, r) // the version learned: the bytes are no longer needed
+		}
+		if permanent(err) {
+			if !m.takeDownFailed(t, found, err) {
+				return
+			}
+			tries, delay = 0, 0 // retried on request
+			continue
 		}
 		if tries == 1 {
-			m.log.Warn("writeback: could not take down an upload overtaken by a rename or delete; retried in the background", "key", t.rec.Key, "err", err)
+			m.log.Warn("writeback: could not take down an upload overtaken by a rename or delete; retried in the background", "key", r.Key, "err", err)
 		} else {
-			m.log.Debug("writeback: taking down an overtaken upload failed again", "key", t.rec.Key, "tries", tries, "err", err)
+			m.log.Debug("writeback: taking down an overtaken upload failed again", "key", r.Key, "tries", tries, "err", err)
 		}
 		delay = min(max(2*delay, m.opts.RetryMin), m.opts.RetryMax, time.Minute)
+		m.mu.Lock()
+		t.tries++
+		t.lastErr, t.next = takeDownError(err), time.Now().Add(delay)
+		m.mu.Unlock()
 	}
 }
 
 // takeDownDone ends take-down t: its entry and its own staged file go,
-// its name shows again (another writer's object, other, at once), and
-// the uploads of the name may start.
-func (m *Manager) takeDownDone(t takeDownJob, took bool, other backend.ObjectInfo, tries int) {
+// its name shows again (another writer's object, found and left, at
+// once), and the uploads of the name may start.
+func (m *Manager) takeDownDone(t *takeDownJob, took bool, found backend.ObjectInfo, tries int) {
 	key := t.rec.Key
 	if took {
 		m.log.Info("writeback: took down an upload overtaken by a rename or delete", "key", key, "tries", tries)
@@ -157,14 +192,19 @@ func (m *Manager) takeDownDone(t takeDownJob, took bool, other backend.ObjectInf
 	if t.owned && !m.stagedFor(filepath.Base(t.path)) {
 		os.Remove(t.path)
 	}
-	if t.hidden {
+	m.mu.Lock()
+	hidden := t.hidden
+	t.hidden = false
+	m.mu.Unlock()
+	if hidden {
 		m.names.Unhide(key) // records the name as gone
 	}
-	if other.Key != "" && m.names != nil { // another writer's object: shown at once, not after the TTL
-		dir, name := meta.Parent(key)
-		m.names.Upsert(dir, meta.Entry{Name: name, Size: other.Size, MTime: other.MTime.UnixNano(), Version: other.Version})
+	if !took && found.Key != "" && m.names != nil { // another writer's object: shown at once, not after the TTL
+		m.showObject(found)
 	}
 	m.mu.Lock()
+	delete(m.takeDowns, t)
+	close(t.settled)
 	m.flightDoneLocked(key)
 	m.mu.Unlock()
 	m.kick()
@@ -180,4 +220,10 @@ func (m *Manager) flightDoneLocked(key string) {
 			delete(m.flightEnded, key)
 		}
 	}
+}
+
+// showObject lists the bucket's object info under its name now.
+func (m *Manager) showObject(info backend.ObjectInfo) {
+	dir, name := meta.Parent(info.Key)
+	m.names.Upsert(dir, meta.Entry{Name: name, Size: info.Size, MTime: info.MTime.UnixNano(), Version: info.Version})
 }

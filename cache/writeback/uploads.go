@@ -27,6 +27,9 @@ const (
 	StateRetrying  = "retrying"     // an attempt failed; the next one is scheduled
 	StateFailed    = "failed"       // failed for good (precondition, access denied, ...)
 	StateNotUpload = "not uploaded" // a write that failed or whose writer was killed: kept, never uploaded
+	// StateTakingDown: the object an upload landed after its file was
+	// deleted or renamed is being removed from the old name (takedown.go).
+	StateTakingDown = "taking down"
 )
 
 // Upload is one entry of the uploads listing.
@@ -71,6 +74,7 @@ func (m *Manager) Uploads() []Upload {
 		}
 		out = append(out, u)
 	}
+	out = append(out, m.takeDownsListedLocked()...)
 	for _, k := range m.kept {
 		out = append(out, Upload{Key: k.Key, State: StateNotUpload, Size: k.Size, Error: k.Error, Committed: time.Unix(0, k.Created), Copy: k.path})
 	}
@@ -127,6 +131,7 @@ func (m *Manager) Retry(key string) (int, error) {
 			n++
 		}
 	}
+	n += m.retryTakeDownsLocked(key)
 	_, kept := m.kept[key]
 	m.mu.Unlock()
 	m.kick()

@@ -57,6 +57,7 @@ func (f *fakeNames) Upsert(dir string, e meta.Entry) {
 	if f.e.upserted != nil {
 		<-f.e.upserted
 	}
+	f.e.hidden.Delete(dir + e.Name) // as meta.Cache: the name's object ends the hiding
 	f.e.uploaded.Store(dir+e.Name, backend.ObjectInfo{Version: e.Version, Size: e.Size})
 }
 

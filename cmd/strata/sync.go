@@ -37,6 +37,10 @@ failed file's data is kept in the cache directory and the message says where.`,
 				}
 			} else {
 				for _, f := range sum.Failed {
+					if f.Staging == "" { // a take-down: no data of the user's
+						fmt.Printf("failed: %s: %s\n", f.Key, f.Error)
+						continue
+					}
 					fmt.Printf("failed: %s: %s (data kept in %s)\n", f.Key, f.Error, f.Staging)
 				}
 				fmt.Printf("%d uploads pending, %d failed\n", sum.Pending, len(sum.Failed))

@@ -1,0 +1,137 @@
+package writeback
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+)
+
+// What the user sees of take-downs (takedown.go): `strata uploads` lists
+// each one not done, `strata sync` waits for them as for uploads, and one
+// the bucket refuses for good (credentials without delete rights, the
+// bucket gone) fails, as an upload does, rather than being retried for
+// ever: that would hold its name (every upload of it waiting) and keep
+// sync waiting for a refusal no retry fixes.
+
+// takeDownFailed records take-down t as refused for good (err): it is
+// reported failed, its name is let go (uploads of it may start; the
+// object stays in the bucket, shown under the name when found), and its
+// journal entry stays for the next mount. It then waits for Retry (true)
+// or the mount's end (false).
+func (m *Manager) takeDownFailed(t *takeDownJob, found backend.ObjectInfo, err error) bool {
+	key := t.rec.Key
+	m.log.Error("writeback: could not take down an upload overtaken by a rename or delete, and it is not retried by itself; remove the object by hand, or fix the credentials and run strata uploads --retry", "key", key, "err", err)
+	m.mu.Lock()
+	show := t.hidden && found.Key != "" && m.names != nil
+	if show {
+		t.hidden = false // showObject's Upsert ends the hiding
+	}
+	t.tries++
+	t.failed, t.lastErr, t.next = true, takeDownError(err), time.Time{}
+	close(t.settled)
+	m.flightDoneLocked(key)
+	m.mu.Unlock()
+	if show {
+		m.showObject(found)
+	}
+	m.kick()
+	select {
+	case <-m.ctx.Done():
+		return false
+	case <-t.poke:
+		return true
+	}
+}
+
+// takeDownError is how a take-down's failure reads in the listing (its
+// state says it is a take-down).
+func takeDownError(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}
+
+// retryTakeDownsLocked asks key's take-downs ("" for all) to try now; a
+// failed one takes its name again (held and hidden) first. It returns
+// how many it asked. Caller holds m.mu.
+func (m *Manager) retryTakeDownsLocked(key string) int {
+	n := 0
+	for t := range m.takeDowns {
+		if key != "" && t.rec.Key != key {
+			continue
+		}
+		if t.failed {
+			t.failed, t.settled, t.tries = false, make(chan struct{}), 0
+			m.inFlight[t.rec.Key]++
+			if !t.hidden && m.names != nil {
+				m.names.Hide(t.rec.Key)
+				t.hidden = true
+			}
+		}
+		select {
+		case t.poke <- struct{}{}:
+		default:
+		}
+		n++
+	}
+	return n
+}
+
+// waitTakeDowns waits for the take-downs under way now (not the failed
+// ones) to be done or to fail, asking each to try now.
+func (m *Manager) waitTakeDowns(ctx context.Context) error {
+	m.mu.Lock()
+	var settling []chan struct{}
+	for t := range m.takeDowns {
+		if !t.failed {
+			settling = append(settling, t.settled)
+			select {
+			case t.poke <- struct{}{}:
+			default:
+			}
+		}
+	}
+	m.mu.Unlock()
+	for _, ch := range settling {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// takeDownsListedLocked is the uploads listing's part for take-downs.
+// Caller holds m.mu.
+func (m *Manager) takeDownsListedLocked() []Upload {
+	var out []Upload
+	for t := range m.takeDowns {
+		u := Upload{Key: t.rec.Key, State: StateTakingDown, Size: t.rec.Size, Attempts: t.tries, Error: t.lastErr}
+		if t.rec.Created != 0 {
+			u.Committed = time.Unix(0, t.rec.Created)
+		}
+		if t.failed {
+			u.State = StateFailed
+		} else if t.next.After(time.Now()) {
+			u.NextRetry = t.next
+		}
+		out = append(out, u)
+	}
+	return out
+}
+
+// takeDownFailuresLocked is the summary's part for take-downs. Caller
+// holds m.mu.
+func (m *Manager) takeDownFailuresLocked() []Failure {
+	var out []Failure
+	for t := range m.takeDowns {
+		if t.failed {
+			out = append(out, Failure{Key: t.rec.Key, Error: fmt.Sprintf("the object a deleted or renamed file's upload left could not be taken down: %s", t.lastErr)})
+		}
+	}
+	return out
+}

@@ -1,0 +1,113 @@
+package writeback
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/stratafs/strata/backend"
+	"github.com/stratafs/strata/cache/index"
+)
+
+// TestSyncWaitsForATakeDown: `strata sync` (WaitAll) after a file deleted
+// while its upload was in flight, whose object landed and whose take-down
+// the bucket refuses for a moment. Sync must not report the bucket in
+// step while the deleted file is still in it: it waits for the take-down,
+// which `strata uploads` lists with its error meanwhile. Before, WaitAll
+// waited for uploads only, and returned with the object still there.
+func TestSyncWaitsForATakeDown(t *testing.T) {
+	const key = "tmp/model.bin"
+	e, b := failedTakeDown(t, key)
+	u, ok := uploadOf(e.m.Uploads(), key)
+	if !ok || u.State != StateTakingDown || !strings.Contains(u.Error, errUnreachable.Error()) {
+		t.Errorf("strata uploads lists %+v (listed: %v), want state %q with the delete's error", u, ok, StateTakingDown)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	synced := make(chan error, 1)
+	go func() {
+		_, err := e.m.WaitAll(ctx)
+		synced <- err
+	}()
+	select {
+	case err := <-synced:
+		_, inBucket := b.get(key)
+		t.Fatalf("sync returned (err %v) while the take-down was still refused; the deleted file in the bucket: %v", err, inBucket)
+	case <-time.After(300 * time.Millisecond):
+	}
+	b.setDeleteFail(nil)
+	if err := <-synced; err != nil {
+		t.Fatal(err)
+	}
+	if _, inBucket := b.get(key); inBucket {
+		t.Error("sync returned with the deleted file still in the bucket")
+	}
+	if _, ok := uploadOf(e.m.Uploads(), key); ok {
+		t.Error("the take-down is still listed once done")
+	}
+}
+
+// TestATakeDownRefusedForGoodFailsAndCanBeRetried: a take-down the bucket
+// refuses as no retry can fix (credentials without delete rights) is not
+// retried for ever, holding the name and keeping sync waiting: it fails,
+// sync reports it (non-zero exit), the object shows under its name as the
+// bucket holds it, and the journal keeps the entry for the next mount.
+// `strata uploads --retry` tries it again.
+func TestATakeDownRefusedForGoodFailsAndCanBeRetried(t *testing.T) {
+	const key = "tmp/model.bin"
+	e, b, release := inFlight(t, key, []byte("weights"))
+	t.Cleanup(release)
+	e.m.Cancel(key)
+	b.setDeleteFail(fmt.Errorf("delete: %w", backend.ErrAccessDenied))
+	release()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	sum, err := e.m.WaitAll(ctx)
+	if err != nil {
+		t.Fatalf("sync: %v (a take-down refused for good kept it waiting)", err)
+	}
+	if len(sum.Failed) != 1 || sum.Failed[0].Key != key || !strings.Contains(sum.Failed[0].Error, "access denied") {
+		t.Fatalf("sync reports %+v, want the take-down of %s failed", sum.Failed, key)
+	}
+	if _, inBucket := b.get(key); !inBucket {
+		t.Fatal("the object is gone, yet every delete was refused")
+	}
+	if u, ok := uploadOf(e.m.Uploads(), key); !ok || u.State != StateFailed {
+		t.Errorf("strata uploads lists %+v (listed: %v), want it failed", u, ok)
+	}
+	if _, hidden := e.hidden.Load(key); hidden {
+		t.Error("the name stays hidden though its object is there for good")
+	}
+	held, cancelHeld := context.WithTimeout(context.Background(), time.Second)
+	defer cancelHeld()
+	if err := e.m.WaitInFlight(held, key); err != nil {
+		t.Error("the failed take-down still holds its name: uploads of it would wait until the mount ends")
+	}
+	if _, ok := takeDownOf(journalOf(t, e), key); !ok {
+		t.Error("the journal dropped the take-down: the next mount would leave the object")
+	}
+	b.setDeleteFail(nil)
+	if n, err := e.m.Retry(key); err != nil || n != 1 {
+		t.Fatalf("retry: %d, %v", n, err)
+	}
+	waitJournal(t, e, "the retry", func(recs []index.UploadRecord) bool {
+		_, ok := takeDownOf(recs, key)
+		_, inBucket := b.get(key)
+		return !ok && !inBucket
+	})
+	if len(e.m.Summary().Failed) != 0 {
+		t.Errorf("still reported failed: %+v", e.m.Summary().Failed)
+	}
+}
+
+// uploadOf returns the entry of key in a listing.
+func uploadOf(us []Upload, key string) (Upload, bool) {
+	for _, u := range us {
+		if u.Key == key {
+			return u, true
+		}
+	}
+	return Upload{}, false
+}
