@@ -28,14 +28,16 @@ func (m *Manager) takeDownFailed(t *takeDownJob, found backend.ObjectInfo, err e
 	if show {
 		t.hidden = false // showObject's Upsert ends the hiding
 	}
+	m.mu.Unlock()
+	if show { // before settled: sync returns with the name shown
+		m.showObject(found)
+	}
+	m.mu.Lock()
 	t.tries++
 	t.failed, t.lastErr, t.next = true, takeDownError(err), time.Time{}
 	close(t.settled)
 	m.flightDoneLocked(key)
 	m.mu.Unlock()
-	if show {
-		m.showObject(found)
-	}
 	m.kick()
 	select {
 	case <-m.ctx.Done():
