@@ -154,7 +154,7 @@ func (m *Manager) Journal(ctx context.Context, j *Job) error {
 	c.Release()
 	var seq uint64
 	if err == nil {
-		seq, err = m.ix.AppendUpload(r)
+		seq, err = m.appendUpload(r)
 	}
 	m.mu.Lock()
 	j.seq, j.journaling = seq, false

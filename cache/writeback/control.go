@@ -57,8 +57,16 @@ type Rekeyed struct {
 // nothing moved.
 func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 	m.mu.Lock()
-	defer m.kick()
-	defer m.mu.Unlock()
+	r, away, err := m.rekeyLocked(key, newKey, thenDelete)
+	m.mu.Unlock()
+	m.journalRenamedAway(away, key) // before the rename returns: a kill -9 after it finds the entries
+	m.kick()
+	return r, err
+}
+
+// rekeyLocked is Rekey under m.mu; it returns the running jobs whose old
+// name's take-down is to be journaled (overtaken.go).
+func (m *Manager) rekeyLocked(key, newKey, thenDelete string) (Rekeyed, []*Job, error) {
 	now := time.Now()
 	for s := range m.open {
 		if s.key == key {
@@ -85,7 +93,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 		}
 	}
 	if len(js) == 0 {
-		return Rekeyed{}, nil
+		return Rekeyed{}, nil, nil
 	}
 	recs := make([]index.UploadRecord, len(js))
 	for i, j := range js {
@@ -110,7 +118,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 					_ = m.putUpload(js[k].seq, js[k].rec)
 				}
 			}
-			return Rekeyed{}, err
+			return Rekeyed{}, nil, err
 		}
 	}
 	if len(landed) == 0 {
@@ -119,6 +127,7 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 		m.byKey[key] = landed
 	}
 	live := false
+	var away []*Job
 	for i, j := range js {
 		j.rec = recs[i]
 		if j.failed { // the new name gets a fresh chance (old waiters keep the old verdict)
@@ -132,14 +141,16 @@ func (m *Manager) Rekey(key, newKey, thenDelete string) (Rekeyed, error) {
 		if j.running {
 			j.requeue = true
 			m.hideLocked(j, key)
-			m.journalRenamedAwayLocked(j, key)
+			if m.renamedAwayLocked(j) {
+				away = append(away, j)
+			}
 			j.cancel()
 		}
 		live = live || j.dropped == nil
 	}
 	m.byKey[newKey] = append(m.byKey[newKey], js...)
 	m.supersedeLocked(newKey)
-	return Rekeyed{Moved: live, Unsent: unsent}, nil
+	return Rekeyed{Moved: live, Unsent: unsent}, away, nil
 }
 
 // PendingUnder returns the keys under prefix that have an upload not yet

@@ -3,6 +3,8 @@ package writeback
 import (
 	"os"
 	"path/filepath"
+
+	"github.com/stratafs/strata/cache/index"
 )
 
 // A journal entry and its staged file end in two steps (the entry is
@@ -21,6 +23,19 @@ func (m *Manager) crashPoint() {
 	if h := crashTestHook; h != nil {
 		h(m)
 	}
+}
+
+// appendTestHook, set by tests only, runs before each synced journal
+// append (appendUpload) with the record appended.
+var appendTestHook func(index.UploadRecord)
+
+// appendUpload appends r to the journal, synced. It is disk I/O: never
+// called with m.mu held.
+func (m *Manager) appendUpload(r index.UploadRecord) (uint64, error) {
+	if h := appendTestHook; h != nil {
+		h(r)
+	}
+	return m.ix.AppendUpload(r)
 }
 
 // keptAlready reports whether the staged file named staging was set aside

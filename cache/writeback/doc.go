@@ -107,9 +107,10 @@
 // SetLocal/ClearLocal/Hide). Staging.mu and eagerUpload.mu are leaves, never
 // taken with Manager.mu held; eagerUpload.mu is held for bookkeeping
 // only (its sends, begin and abort run unlocked, in goroutines). Manager.mu is not held across an upload, a bucket call, a
-// staging-file fsync, Adopt or the synced journal append of a commit
-// (Register holds it for bookkeeping only; Journal does the I/O
-// unlocked). Known exception: rewriting or deleting a journal entry (a
+// staging-file fsync, Adopt or a synced journal append (appendUpload: a
+// commit's, whose Register holds it for bookkeeping only and whose
+// Journal does the I/O unlocked; a renamed running upload's old-name
+// entry, which Rekey appends after unlocking; a take-down's). Known exception: rewriting or deleting a journal entry (a
 // badger write, not synced: retry state in finish and Retry, Rekey,
 // dropLocked, and Discard's of an older upload it stops), removing a
 // dropped staging file, and Discard's move of a staged file to

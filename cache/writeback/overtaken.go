@@ -40,33 +40,62 @@ func (m *Manager) journalOvertakenLocked(j *Job) {
 	_ = m.putUpload(j.seq, j.rec)
 }
 
-// journalRenamedAwayLocked journals, for running job j renamed from old,
-// an entry to take down what its attempt may still land under old (see
-// above). Once per job: later renames change nothing that attempt sends.
-// The entry is synced (a rare path: a rename during an upload's last
-// request). Caller holds m.mu.
-func (m *Manager) journalRenamedAwayLocked(j *Job, old string) {
+// overtakenJournaling is Job.overtakenSeq while journalRenamedAway
+// appends the entry.
+const overtakenJournaling = ^uint64(0)
+
+// renamedAwayLocked reports whether running job j, renamed away, needs an
+// entry to take down what its attempt may still land under the old name
+// (see above), and marks it as being journaled. Once per job: later
+// renames change nothing that attempt sends. Caller holds m.mu.
+func (m *Manager) renamedAwayLocked(j *Job) bool {
 	if j.seq == 0 || j.overtakenSeq != 0 {
-		return
+		return false
 	}
-	r := j.rec
-	r.Key, r.State, r.ThenDelete, r.ThenDeleteVersion = old, index.UploadOvertaken, "", ""
-	seq, err := m.ix.AppendUpload(r)
-	if err != nil {
-		m.log.Error("writeback: journaling the take-down of a renamed file's old name failed; a crash before its upload ends may leave the old name", "key", old, "err", err)
-		return
-	}
-	j.overtakenSeq = seq
+	j.overtakenSeq = overtakenJournaling
+	return true
 }
 
-// attemptEndedLocked removes the entry journalRenamedAwayLocked made for
-// j's attempt, now over (what it landed under the old name is down),
-// unless the mount's end cut it. Caller holds m.mu.
+// journalRenamedAway appends, for each job renamedAwayLocked marked, an
+// entry for the old name old, synced, with no lock held (a rare path: a
+// rename during an upload's last request). If the attempt ended
+// meanwhile (attemptEndedLocked, takeDownLater), the entry is not needed
+// and goes at once.
+func (m *Manager) journalRenamedAway(js []*Job, old string) {
+	for _, j := range js {
+		m.mu.Lock()
+		r := j.rec
+		m.mu.Unlock()
+		r.Key, r.State, r.ThenDelete, r.ThenDeleteVersion = old, index.UploadOvertaken, "", ""
+		seq, err := m.appendUpload(r)
+		if err != nil {
+			m.log.Error("writeback: journaling the take-down of a renamed file's old name failed; a crash before its upload ends may leave the old name", "key", old, "err", err)
+		}
+		m.mu.Lock()
+		mine := j.overtakenSeq == overtakenJournaling
+		switch {
+		case mine && err == nil:
+			j.overtakenSeq = seq
+		case mine:
+			j.overtakenSeq = 0
+		case err == nil: // the attempt is over: nothing of it to take down any more
+			m.deleteUpload(seq, old)
+		}
+		m.mu.Unlock()
+	}
+}
+
+// attemptEndedLocked removes the entry journalRenamedAway made for j's
+// attempt, now over (what it landed under the old name is down), unless
+// the mount's end cut it; one still being appended goes when appended.
+// Caller holds m.mu.
 func (m *Manager) attemptEndedLocked(j *Job) {
 	if j.overtakenSeq == 0 || m.ctx.Err() != nil {
 		return
 	}
-	m.deleteUpload(j.overtakenSeq, j.rec.Key)
+	if j.overtakenSeq != overtakenJournaling {
+		m.deleteUpload(j.overtakenSeq, j.rec.Key)
+	}
 	j.overtakenSeq = 0
 }
 

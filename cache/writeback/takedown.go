@@ -100,6 +100,8 @@ func (m *Manager) takeDownLater(j *Job, r index.UploadRecord, version string, fa
 	m.mu.Lock()
 	var seq uint64
 	switch {
+	case j.overtakenSeq == overtakenJournaling: // its entry still being appended: goes when appended
+		j.overtakenSeq = 0
 	case j.overtakenSeq != 0: // renamed away from r.Key: that entry
 		seq, j.overtakenSeq = j.overtakenSeq, 0
 	case j.rec.State == index.UploadOvertaken && j.rec.Key == r.Key: // deleted: its own entry
@@ -117,7 +119,7 @@ func (m *Manager) takeDownLater(j *Job, r index.UploadRecord, version string, fa
 	m.mu.Unlock()
 	if seq != 0 {
 		_ = m.putUpload(seq, r) // logged; the retry runs all the same
-	} else if seq, err := m.ix.AppendUpload(r); err != nil {
+	} else if seq, err := m.appendUpload(r); err != nil {
 		m.log.Error("writeback: journaling the take-down of an overtaken upload failed; a crash before it is down leaves the object", "key", r.Key, "err", err)
 	} else {
 		m.mu.Lock()
