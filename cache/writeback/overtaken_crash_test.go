@@ -95,10 +95,21 @@ func TestNextMountTakesDownWhatADeletedUploadLanded(t *testing.T) {
 // and returns once the object is in the bucket.
 func inFlight(t *testing.T, key string, data []byte) (*env, *fakeBucket, func()) {
 	t.Helper()
+	return inFlightWith(t, key, data, nil)
+}
+
+// inFlightWith is inFlight with set's changes to the options.
+func inFlightWith(t *testing.T, key string, data []byte, set func(*Options)) (*env, *fakeBucket, func()) {
+	t.Helper()
 	b := newBucket()
 	b.landed = make(chan struct{})
 	release := sync.OnceFunc(func() { close(b.landed) })
-	e := newEnv(t, Async, b, "")
+	e := openEnv(t, b, b, "", func(o *Options) {
+		o.Mode = Async
+		if set != nil {
+			set(o)
+		}
+	})
 	if _, err := e.m.Commit(context.Background(), key, e.stageAt(t, key, data), backend.VersionAbsent, 1); err != nil {
 		release()
 		t.Fatal(err)

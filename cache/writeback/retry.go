@@ -61,7 +61,8 @@ func answered(err error) bool {
 		errors.Is(err, backend.ErrVersionChanged) || errors.Is(err, backend.ErrInvalidRequest)
 }
 
-// backendAnsweredLocked ends the backoff of every waiting upload. Caller
+// backendAnsweredLocked ends the backoff of every waiting upload and
+// take-down. Caller
 // holds m.mu (and kicks the dispatcher after).
 func (m *Manager) backendAnsweredLocked() {
 	now := time.Now()
@@ -72,6 +73,11 @@ func (m *Manager) backendAnsweredLocked() {
 				n++
 			}
 			j.tries, j.notBefore = 0, time.Time{}
+		}
+	}
+	for t := range m.takeDowns {
+		if !t.failed {
+			t.pokeNow()
 		}
 	}
 	if n > 0 {

@@ -127,13 +127,22 @@ func (m *Manager) takeDownLater(j *Job, r index.UploadRecord, version string, fa
 		m.mu.Unlock()
 	}
 	m.wg.Add(1)
-	go m.runTakeDown(t, m.opts.RetryMin)
+	go m.runTakeDown(t, min(m.opts.RetryMin, m.probeEvery()))
 }
 
-// runTakeDown tries t after delay, then again with the uploads' backoff,
-// at most a minute apart, until it is done (takeDownDone), or refused for
-// good (takeDownFailed: then it waits for Retry). A poke (Retry, WaitAll)
-// ends the wait. The mount's end leaves its entry to the next mount.
+// pokeNow asks t's runTakeDown to try now (once, however often asked).
+func (t *takeDownJob) pokeNow() {
+	select {
+	case t.poke <- struct{}{}:
+	default:
+	}
+}
+
+// runTakeDown tries t after delay, then again with the uploads' backoff
+// but at most probeEvery apart (a try is one Stat and one DELETE, as
+// cheap as that probe), until it is done (takeDownDone), or refused for
+// good (takeDownFailed: then it waits for Retry). A poke (Retry, WaitAll,
+// the backend answering again) ends the wait. The mount's end leaves its entry to the next mount.
 func (m *Manager) runTakeDown(t *takeDownJob, delay time.Duration) {
 	defer m.wg.Done()
 	for tries := 1; ; tries++ {
@@ -172,7 +181,7 @@ func (m *Manager) runTakeDown(t *takeDownJob, delay time.Duration) {
 		} else {
 			m.log.Debug("writeback: taking down an overtaken upload failed again", "key", r.Key, "tries", tries, "err", err)
 		}
-		delay = min(max(2*delay, m.opts.RetryMin), m.opts.RetryMax, time.Minute)
+		delay = min(max(2*delay, m.opts.RetryMin), m.opts.RetryMax, m.probeEvery())
 		m.mu.Lock()
 		t.tries++
 		t.lastErr, t.next = takeDownError(err), time.Now().Add(delay)
@@ -208,6 +217,9 @@ func (m *Manager) takeDownDone(t *takeDownJob, took bool, found backend.ObjectIn
 	delete(m.takeDowns, t)
 	close(t.settled)
 	m.flightDoneLocked(key)
+	if tries > 1 {
+		m.backendAnsweredLocked() // the uploads waiting out a backoff need not
+	}
 	m.mu.Unlock()
 	m.kick()
 }

@@ -73,10 +73,7 @@ func (m *Manager) retryTakeDownsLocked(key string) int {
 				t.hidden = true
 			}
 		}
-		select {
-		case t.poke <- struct{}{}:
-		default:
-		}
+		t.pokeNow()
 		n++
 	}
 	return n
@@ -90,10 +87,7 @@ func (m *Manager) waitTakeDowns(ctx context.Context) error {
 	for t := range m.takeDowns {
 		if !t.failed {
 			settling = append(settling, t.settled)
-			select {
-			case t.poke <- struct{}{}:
-			default:
-			}
+			t.pokeNow()
 		}
 	}
 	m.mu.Unlock()

@@ -102,6 +102,42 @@ func TestATakeDownRefusedForGoodFailsAndCanBeRetried(t *testing.T) {
 	}
 }
 
+// TestATakeDownRetriesSoonAfterTheBucketAnswers: a take-down whose
+// delete failed does not wait out the uploads' long backoff (here a
+// minute): each try is one Stat and one DELETE, as cheap as the probe
+// the uploads use, so it is tried at least every probeEvery (5 s at
+// most), and at once when the backend is seen answering again (another
+// upload completing). Before, it waited the minute.
+func TestATakeDownRetriesSoonAfterTheBucketAnswers(t *testing.T) {
+	for _, another := range []bool{true, false} {
+		name := map[bool]string{true: "another upload lands", false: "nothing else"}[another]
+		t.Run(name, func(t *testing.T) {
+			const key = "tmp/model.bin"
+			e, b := failedTakeDownWith(t, key, func(o *Options) { o.RetryMin, o.RetryMax = time.Minute, time.Minute })
+			b.setDeleteFail(nil)
+			bound := e.m.probeEvery() + 5*time.Second
+			if another {
+				if _, err := e.m.Commit(context.Background(), "other.bin", e.stageAt(t, "other.bin", []byte("other")), backend.VersionAbsent, 1); err != nil {
+					t.Fatal(err)
+				}
+				if err := e.m.WaitKey(context.Background(), "other.bin"); err != nil {
+					t.Fatal(err)
+				}
+				bound = 5 * time.Second
+			}
+			for deadline := time.Now().Add(bound); ; time.Sleep(10 * time.Millisecond) {
+				_, journaled := takeDownOf(journalOf(t, e), key)
+				if _, inBucket := b.get(key); !inBucket && !journaled {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the deleted file is still in the bucket %v after deletes work again", bound)
+				}
+			}
+		})
+	}
+}
+
 // uploadOf returns the entry of key in a listing.
 func uploadOf(us []Upload, key string) (Upload, bool) {
 	for _, u := range us {

@@ -286,7 +286,13 @@ func waitUploaded(t *testing.T, e *env, b *fakeBucket, key, want string) {
 // and its failed take-down is journaled with the version.
 func failedTakeDown(t *testing.T, key string) (*env, *fakeBucket) {
 	t.Helper()
-	e, b, release := inFlight(t, key, []byte("weights"))
+	return failedTakeDownWith(t, key, nil)
+}
+
+// failedTakeDownWith is failedTakeDown with set's changes to the options.
+func failedTakeDownWith(t *testing.T, key string, set func(*Options)) (*env, *fakeBucket) {
+	t.Helper()
+	e, b, release := inFlightWith(t, key, []byte("weights"), set)
 	t.Cleanup(release) // before the manager's close, which waits for the attempt
 	e.m.Cancel(key)
 	b.setDeleteFail(errUnreachable)
