@@ -10,11 +10,12 @@
 // asks the node tracked for the key and the directory's child of the name).
 // A renamed node keeps its number, so a new node at its old key (and, for
 // a file, version) gets another one while the kernel holds the renamed
-// node (inos.go), and a lookup answers with the attributes of the node the
-// kernel has under the number, which go-fuse keeps in place of the one a
-// lookup makes (a file being written is larger than its entry says).
-// When an object
-// changes in the bucket, the next lookup after the metadata TTL (or after
+// node (inos.go); a renamed directory keeps its number once the kernel
+// forgot it too, while the name stands (movedInos.dirs), and a lookup
+// answers with the attributes of the node the kernel has under the
+// number, which go-fuse keeps in place of the one a lookup makes (a file
+// being written is larger than its entry says). When an object changes
+// in the bucket, the next lookup after the metadata TTL (or after
 // Refresh, which also invalidates the kernel's entry, and which the first
 // read that finds the change runs under a finite TTL: lookUpStale)
 // returns a new inode, so the page cache, FOPEN_KEEP_CACHE and passthrough state of the

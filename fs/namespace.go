@@ -379,6 +379,7 @@ func (d *dirNode) Rmdir(ctx context.Context, name string) (errno syscall.Errno) 
 	}
 	f.meta.Remove(d.key.get(), name)
 	f.meta.Invalidate(prefix)
+	f.inos.dirGone(prefix)
 	return 0
 }
 

@@ -217,6 +217,7 @@ func (f *FS) renameDir(ctx context.Context, d *dirNode, name string, nd *dirNode
 	f.meta.Upsert(nd.key.get(), meta.Entry{Name: newName, Dir: true})
 	f.meta.InvalidatePrefix(oldPrefix)
 	f.meta.InvalidatePrefix(newPrefix)
+	f.inos.dirsMoved(oldPrefix, newPrefix)
 	if ch := d.GetChild(name); ch != nil {
 		f.rekeyTree(ch, oldPrefix, newPrefix, copied)
 	}
@@ -346,6 +347,7 @@ func (f *FS) rekeyTree(in *gofs.Inode, oldPrefix, newPrefix string, copied map[s
 	case *dirNode:
 		if k := n.key.get(); strings.HasPrefix(k, oldPrefix) {
 			n.key.set(newPrefix + strings.TrimPrefix(k, oldPrefix))
+			f.inos.dirRenamed(n.key.get(), in.StableAttr().Ino)
 		}
 	case *fileNode:
 		n.mu.Lock()

@@ -2,7 +2,9 @@ package fs
 
 import (
 	"context"
+	"maps"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 
@@ -160,5 +162,111 @@ func TestADirectoryRenameMovesOnlyTheFilesUnderIt(t *testing.T) {
 	}
 	if got, _ := f.be.get("y"); got != "second" {
 		t.Errorf("y holds %q, want %q", got, "second")
+	}
+}
+
+// TestARenamedDirectoryKeepsItsNumberOnceForgotten: a renamed directory
+// keeps the number of its old name (rename(2) keeps the inode), and the
+// kernel forgets a directory's node once nothing holds it (memory
+// pressure, drop_caches run by another job). The next lookup numbered it
+// from its new name: stat(2) showed one inode and the open that followed
+// another, and Python's shutil.rmtree, which compares the two (lstat,
+// then fstat of the opened directory) to refuse symlinks, failed the
+// Hugging Face Trainer's `rm -rf` of an old checkpoint with "Cannot call
+// rmtree on a symbolic link" (seen in TestHuggingFacePatternSurvivesKill9
+// while the benchmarks dropped the caches).
+func TestARenamedDirectoryKeepsItsNumberOnceForgotten(t *testing.T) {
+	f := newTestFS(t, nil)
+	// held counts the kernel's lookups of each node, as the kernel does:
+	// a FORGET gives them all back.
+	held := map[uint64]uint64{}
+	lookup := func(path string) fuse.EntryOut {
+		t.Helper()
+		var e fuse.EntryOut
+		e.NodeId = rootIno
+		for _, name := range strings.Split(path, "/") {
+			parent := e.NodeId
+			e = fuse.EntryOut{}
+			if st := f.raw.Lookup(nil, &fuse.InHeader{NodeId: parent}, name, &e); st != fuse.OK {
+				t.Fatalf("lookup %s: %v", path, st)
+			}
+			held[e.NodeId]++
+		}
+		return e
+	}
+	mkdir := func(path string) {
+		t.Helper()
+		d, name := splitPath(path)
+		parent := uint64(rootIno)
+		if d != "" {
+			parent = lookup(d).NodeId
+		}
+		var out fuse.EntryOut
+		if s := f.raw.Mkdir(nil, &fuse.MkdirIn{InHeader: fuse.InHeader{NodeId: parent}, Mode: 0o755}, name, &out); s != fuse.OK {
+			t.Fatalf("mkdir %s: %v", path, s)
+		}
+		held[out.NodeId]++
+	}
+	forgetAll := func() { // drop_caches: deepest first, as the kernel can
+		ids := slices.Collect(maps.Keys(held))
+		slices.Sort(ids)
+		for _, id := range slices.Backward(ids) {
+			f.raw.Forget(id, held[id])
+		}
+		clear(held)
+	}
+	mkdir("tmp-checkpoint-1")
+	mkdir("tmp-checkpoint-1/sub")
+	if errno := f.rename("tmp-checkpoint-1", "checkpoint-1", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	top, sub := lookup("checkpoint-1"), lookup("checkpoint-1/sub")
+	forgetAll()
+	if got := lookup("checkpoint-1"); got.Ino != top.Ino {
+		t.Errorf("checkpoint-1 once forgotten: inode %d, was %d", got.Ino, top.Ino)
+	}
+	if got := lookup("checkpoint-1/sub"); got.Ino != sub.Ino {
+		t.Errorf("checkpoint-1/sub once forgotten: inode %d, was %d", got.Ino, sub.Ino)
+	}
+	forgetAll()
+	var dirents []rawDirent
+	for _, de := range f.rawDirents("", 0) {
+		if de.name == "checkpoint-1" && de.ino != top.Ino {
+			t.Errorf("readdir numbers checkpoint-1 %d, was %d", de.ino, top.Ino)
+		}
+		dirents = append(dirents, de)
+	}
+	if len(dirents) != 3 {
+		t.Errorf("the root lists %v", dirents)
+	}
+	// Renamed again, once forgotten: still the same directories.
+	lookup("checkpoint-1")
+	if errno := f.rename("checkpoint-1", "checkpoint-2", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	forgetAll()
+	if got := lookup("checkpoint-2/sub"); got.Ino != sub.Ino {
+		t.Errorf("checkpoint-2/sub once forgotten: inode %d, was %d", got.Ino, sub.Ino)
+	}
+	// The old names made again are new directories.
+	mkdir("tmp-checkpoint-1")
+	mkdir("checkpoint-1")
+	for _, p := range []string{"tmp-checkpoint-1", "checkpoint-1", "checkpoint-2"} {
+		if got := lookup(p).Ino; got == sub.Ino || (got == top.Ino) != (p == "checkpoint-2") {
+			t.Errorf("%s: inode %d; checkpoint-2 (renamed from tmp-checkpoint-1) is %d", p, got, top.Ino)
+		}
+	}
+	// Removed, its name made again: a new directory.
+	forgetAll()
+	if s := f.raw.Rmdir(nil, &fuse.InHeader{NodeId: lookup("checkpoint-2").NodeId}, "sub"); s != fuse.OK {
+		t.Fatalf("rmdir checkpoint-2/sub: %v", s)
+	}
+	if s := f.raw.Rmdir(nil, &fuse.InHeader{NodeId: rootIno}, "checkpoint-2"); s != fuse.OK {
+		t.Fatalf("rmdir checkpoint-2: %v", s)
+	}
+	forgetAll()
+	mkdir("checkpoint-2")
+	if got := lookup("checkpoint-2").Ino; got == top.Ino {
+		t.Errorf("checkpoint-2 made again after rmdir has the removed one's inode %d", got)
 	}
 }

@@ -2,9 +2,11 @@ package integration
 
 import (
 	"os"
+	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 )
 
@@ -75,5 +77,58 @@ func TestRenamedDirectoryKeepsItsTree(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestARenamedDirectoryIsOneInodeOnceTheCachesAreDropped: a renamed
+// directory's node, forgotten by the kernel (drop_caches, memory
+// pressure), was numbered from its new name by the next lookup, so
+// stat(2) before the drop and fstat(2) of an open after it saw two
+// inodes. Python's shutil.rmtree compares exactly those (lstat, open,
+// fstat) to refuse a symlink swapped in, and failed the Hugging Face
+// Trainer's removal of an old checkpoint with "Cannot call rmtree on a
+// symbolic link" while another job dropped the caches (seen in
+// TestHuggingFacePatternSurvivesKill9 beside the benchmarks).
+func TestARenamedDirectoryIsOneInodeOnceTheCachesAreDropped(t *testing.T) {
+	requireFUSE(t)
+	srv := startMinIO(t)
+	bucket := srv.newBucket(t)
+	m := startMount(t, srv, srv.source(bucket, ""), "", "--upload", "async")
+	tmp, final := filepath.Join(m.dir, "tmp-checkpoint-1"), filepath.Join(m.dir, "checkpoint-1")
+	if err := os.MkdirAll(filepath.Join(tmp, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(tmp, "sub", "model.safetensors"), []byte("weights"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, final); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{final, filepath.Join(final, "sub")} {
+		before, err := os.Lstat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dropCaches(t)
+		d, err := os.Open(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		after, err := d.Stat()
+		d.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !os.SameFile(before, after) {
+			t.Errorf("%s: inode %d before the caches were dropped, %d after", p,
+				before.Sys().(*syscall.Stat_t).Ino, after.Sys().(*syscall.Stat_t).Ino)
+		}
+	}
+	out, err := exec.Command("python3", "-c", "import shutil, sys; shutil.rmtree(sys.argv[1])", final).CombinedOutput()
+	if err != nil {
+		t.Fatalf("shutil.rmtree: %v\n%s", err, out)
+	}
+	if got := treeOf(t, m.dir); len(got) != 0 {
+		t.Errorf("the mount holds %q after rmtree", got)
 	}
 }
