@@ -48,6 +48,7 @@ var errnoTable = []struct {
 	{writeback.ErrNoUpload, syscall.ENOENT},
 	{writeback.ErrNotRetryable, syscall.EINVAL},
 	{writeback.ErrLandedFirst, syscall.EALREADY},
+	{writeback.ErrStillTakingDown, syscall.EBUSY},
 	// A backend whose own retries are spent is EIO (README), whatever its
 	// last attempt's error wraps: before the context rows, since GCS's
 	// "retry deadline reached" wraps context.DeadlineExceeded and a

@@ -109,6 +109,56 @@ func TestATakeDownForbiddenIsReportedAndRetriedOnRequest(t *testing.T) {
 	})
 }
 
+// TestAForbiddenTakeDownCanBeDiscarded: a take-down the bucket refuses
+// for good can be given up, as an upload can: `strata uploads --discard`
+// answered "no upload pending or failed" for the row `strata uploads`
+// listed failed, `strata sync` kept failing on it, and every later mount
+// tried it again. Discarded, the bucket keeps the object, the name shows
+// it, the listing drops it, sync succeeds, and the next mount (deletes
+// still forbidden) does not try it again.
+func TestAForbiddenTakeDownCanBeDiscarded(t *testing.T) {
+	requireFUSE(t)
+	servers(t, func(t *testing.T, srv server) {
+		_, m, w, cacheDir := deletedInFlight(t, srv, func(p *lateUploadProxy) { p.forbid.Store(true) })
+		key := "checkpoint-3/model.bin"
+		if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err == nil {
+			t.Fatalf("strata sync succeeded with the take-down forbidden:\n%s", out)
+		}
+		listed, err := exec.Command(binPath(t), "uploads", m.dir).CombinedOutput()
+		if err != nil || !strings.Contains(string(listed), "take-down failed") {
+			t.Errorf("strata uploads: %v\n%s\nwant the take-down listed failed", err, listed)
+		}
+		out, err := exec.Command(binPath(t), "uploads", "--discard", m.dir, key).CombinedOutput()
+		if err != nil || !strings.Contains(string(out), "no longer taken down") {
+			t.Fatalf("strata uploads --discard: %v\n%s", err, out)
+		}
+		for _, u := range listUploads(t, m) {
+			if u.Key == key {
+				t.Errorf("strata uploads still lists %+v", u)
+			}
+		}
+		if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err != nil {
+			t.Errorf("strata sync after the discard: %v\n%s", err, out)
+		}
+		if _, err := os.Stat(filepath.Join(m.dir, key)); err != nil {
+			t.Errorf("the name does not show the object the bucket keeps: %v", err)
+		}
+		m.unmount()
+		cmd := exec.Command(binPath(t), m.args...)
+		cmd.Env = m.env
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("mount again: %v\n%s", err, out)
+		}
+		defer unmountAndWait(t, m.dir, cacheDir)
+		if out, err := exec.Command(binPath(t), "sync", m.dir).CombinedOutput(); err != nil {
+			t.Errorf("strata sync on the next mount (the discarded take-down tried again?): %v\n%s", err, out)
+		}
+		if _, _, err := bucketSHA(t, w, key); err != nil {
+			t.Errorf("the object, after the discard: %v", err)
+		}
+	})
+}
+
 // deletedInFlight mounts srv's new bucket (--upload async, no delay)
 // through a lateUploadProxy, writes checkpoint-3/model.bin, deletes it
 // while its upload request is held on its way, turns refusal on (the

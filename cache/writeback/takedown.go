@@ -39,10 +39,12 @@ type takeDownJob struct {
 	hidden bool
 	// failed: refused for good (permanent): not retried until Retry, its
 	// name neither held nor hidden meanwhile.
-	failed  bool
-	tries   int
-	lastErr string
-	next    time.Time // the next try, while retrying
+	failed bool
+	// discarded: given up on request (Discard), out of takeDowns.
+	discarded bool
+	tries     int
+	lastErr   string
+	next      time.Time // the next try, while retrying
 	// settled: closed when the take-down is done or has failed, for
 	// WaitAll; made anew when Retry restarts a failed one.
 	settled chan struct{}

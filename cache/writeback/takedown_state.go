@@ -2,7 +2,10 @@ package writeback
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/stratafs/strata/backend"
@@ -43,7 +46,49 @@ func (m *Manager) takeDownFailed(t *takeDownJob, found backend.ObjectInfo, err e
 	case <-m.ctx.Done():
 		return false
 	case <-t.poke:
-		return true
+		m.mu.Lock()
+		defer m.mu.Unlock()
+		return !t.discarded
+	}
+}
+
+// ErrStillTakingDown: a discard asked of a take-down still being retried;
+// it may yet succeed, and can be given up once it has failed.
+var ErrStillTakingDown = errors.New("the object a deleted or renamed file's upload left is still being taken down; it can be discarded once strata uploads lists it failed")
+
+// discardTakeDownsLocked gives up key's failed take-downs (`strata
+// uploads --discard`): the object stays in the bucket, shown under the
+// name already (takeDownFailed), and they leave the listing and the
+// summary. It returns them, for endDiscarded once the caller has
+// unlocked, and whether one is still being retried. Caller holds m.mu.
+func (m *Manager) discardTakeDownsLocked(key string) (gone []*takeDownJob, retrying bool) {
+	for t := range m.takeDowns {
+		switch {
+		case t.rec.Key != key:
+		case t.failed:
+			t.discarded = true
+			delete(m.takeDowns, t)
+			gone = append(gone, t)
+		default:
+			retrying = true
+		}
+	}
+	return gone, retrying
+}
+
+// endDiscarded drops discarded take-downs' journal entries (the next
+// mount leaves the object too) and their own staged bytes, and ends their
+// goroutines.
+func (m *Manager) endDiscarded(gone []*takeDownJob) {
+	for _, t := range gone {
+		if t.seq != 0 {
+			m.deleteUpload(t.seq, t.rec.Key)
+		}
+		if t.owned && !m.stagedFor(filepath.Base(t.path)) {
+			os.Remove(t.path)
+		}
+		t.pokeNow()
+		m.log.Warn("writeback: gave up taking down the object a deleted or renamed file's upload left, on request; the bucket keeps it", "key", t.rec.Key)
 	}
 }
 
@@ -106,7 +151,7 @@ func (m *Manager) waitTakeDowns(ctx context.Context) error {
 func (m *Manager) takeDownsListedLocked() []Upload {
 	var out []Upload
 	for t := range m.takeDowns {
-		u := Upload{Key: t.rec.Key, State: StateTakingDown, Size: t.rec.Size, Attempts: t.tries, Error: t.lastErr}
+		u := Upload{Key: t.rec.Key, State: StateTakingDown, Size: t.rec.Size, Attempts: t.tries, Error: t.lastErr, TakeDown: true}
 		if t.rec.Created != 0 {
 			u.Committed = time.Unix(0, t.rec.Created)
 		}

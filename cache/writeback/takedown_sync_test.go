@@ -2,6 +2,7 @@ package writeback
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -146,4 +147,54 @@ func uploadOf(us []Upload, key string) (Upload, bool) {
 		}
 	}
 	return Upload{}, false
+}
+
+// TestAFailedTakeDownCanBeDiscarded: a take-down refused for good could
+// be retried but not given up: `strata uploads --discard` answered "no
+// such upload" for the row the listing showed failed, sync went on
+// reporting it, and every later mount tried it again. Discarded, it ends:
+// the object stays in the bucket (the name shows it), the journal drops
+// the entry, the listing and sync no longer show it. One still being
+// retried is not given up (it may yet succeed): the answer says so.
+func TestAFailedTakeDownCanBeDiscarded(t *testing.T) {
+	const key = "tmp/model.bin"
+	e, b, release := inFlight(t, key, []byte("weights"))
+	t.Cleanup(release)
+	e.m.Cancel(key)
+	b.setDeleteFail(errUnreachable)
+	release()
+	waitJournal(t, e, "the take-down failed once", func(recs []index.UploadRecord) bool {
+		r, ok := takeDownOf(recs, key)
+		return ok && r.ThenDeleteVersion != ""
+	})
+	if _, err := e.m.Discard(context.Background(), key); !errors.Is(err, ErrStillTakingDown) {
+		t.Errorf("discard of a take-down being retried: %v, want ErrStillTakingDown", err)
+	}
+	b.setDeleteFail(fmt.Errorf("delete: %w", backend.ErrAccessDenied))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if sum, err := e.m.WaitAll(ctx); err != nil || len(sum.Failed) != 1 {
+		t.Fatalf("sync: %+v, %v; want the take-down failed", sum.Failed, err)
+	}
+	copies, err := e.m.Discard(context.Background(), key)
+	if err != nil || len(copies) != 0 {
+		t.Fatalf("discard of the failed take-down: %q, %v", copies, err)
+	}
+	if u, ok := uploadOf(e.m.Uploads(), key); ok {
+		t.Errorf("strata uploads still lists %+v", u)
+	}
+	if sum, err := e.m.WaitAll(ctx); err != nil || len(sum.Failed) != 0 {
+		t.Errorf("sync after the discard: %+v, %v", sum.Failed, err)
+	}
+	if _, ok := takeDownOf(journalOf(t, e), key); ok {
+		t.Error("the journal keeps the discarded take-down: the next mount would try it again")
+	}
+	if n, err := e.m.Retry(key); n != 0 || !errors.Is(err, ErrNoUpload) {
+		t.Errorf("retry after the discard: %d, %v", n, err)
+	}
+	b.setDeleteFail(nil)
+	time.Sleep(100 * time.Millisecond)
+	if _, inBucket := b.get(key); !inBucket {
+		t.Error("the object was taken down after all")
+	}
 }

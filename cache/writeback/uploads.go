@@ -42,6 +42,9 @@ type Upload struct {
 	Committed time.Time `json:"committed,omitzero"`
 	NextRetry time.Time `json:"next_retry,omitzero"`
 	Copy      string    `json:"copy,omitempty"` // the staged or kept bytes
+	// TakeDown: the row is a take-down (StateTakingDown, or StateFailed
+	// for one the bucket refused), not an upload of the user's bytes.
+	TakeDown bool `json:"take_down,omitempty"`
 }
 
 // Uploads lists every upload not complete, and every kept write, by key.
@@ -156,7 +159,10 @@ var ErrLandedFirst = errors.New("the upload had reached the bucket before it cou
 // write's record is dropped; its bytes stay there. It returns where the
 // bytes are. An attempt under way is stopped and waited for: if it had
 // landed already, the error wraps ErrLandedFirst (the copies are kept all
-// the same).
+// the same). A name with no upload but a failed take-down (the object a
+// deleted or renamed file's upload left, which the bucket refused to
+// delete) has the take-down given up: the bucket keeps the object, and
+// no copy is returned; one still being retried wraps ErrStillTakingDown.
 func (m *Manager) Discard(ctx context.Context, key string) ([]string, error) {
 	m.mu.Lock()
 	var copies []string
@@ -202,13 +208,24 @@ func (m *Manager) Discard(ctx context.Context, key string) ([]string, error) {
 			m.names.ClearLocal(dir, name)
 		}
 	}
+	var givenUp []*takeDownJob
+	retrying := false
+	if len(js) == 0 { // the name's upload, if it has one, is what is meant
+		givenUp, retrying = m.discardTakeDownsLocked(key)
+	}
 	k := m.forgetKeptLocked(key)
 	m.mu.Unlock()
+	m.endDiscarded(givenUp)
 	if k != nil {
 		os.Remove(k.path + ".json") // the bytes stay
 		copies = append(copies, k.path)
 	}
-	if len(copies) == 0 {
+	switch {
+	case len(copies) == 0 && len(givenUp) > 0:
+		return nil, nil
+	case len(copies) == 0 && retrying:
+		return nil, fmt.Errorf("%s: %w", key, ErrStillTakingDown)
+	case len(copies) == 0:
 		return nil, fmt.Errorf("%s: %w", key, ErrNoUpload)
 	}
 	m.log.Warn("writeback: upload discarded on request; the bytes are kept", "key", key, "copies", copies)

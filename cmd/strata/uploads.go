@@ -35,7 +35,9 @@ the file reads as the bucket's version again, and the written bytes are kept
 under the cache dir's failed-writes directory (the command prints where).
 An upload whose request is under way is stopped; if it had already replaced
 the object in the bucket, the bucket keeps it, the file reads as it, and the
-command says so and exits 1.`,
+command says so and exits 1. A PATH with no upload but a failed take-down
+(the object a deleted or renamed file's upload left, which the bucket refused
+to delete) has the take-down given up: the bucket keeps the object.`,
 		Args: cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			mnt := args[0]
@@ -61,7 +63,11 @@ command says so and exits 1.`,
 					return err
 				}
 				for _, u := range before {
-					if u.Key == rel {
+					switch {
+					case u.Key != rel:
+					case u.TakeDown:
+						fmt.Printf("discarded: %s: no longer taken down; the bucket keeps the object a deleted or renamed file's upload left\n", u.Key)
+					default:
 						fmt.Printf("discarded: %s; its bytes are kept in %s\n", u.Key, keptPath(u))
 					}
 				}
@@ -191,6 +197,8 @@ func uploadsRequest(mnt, attr, rel string) error {
 		return fmt.Errorf("%s: no upload pending or failed", what)
 	case errors.Is(err, unix.EINVAL) && attr == fs.XattrRetry:
 		return fmt.Errorf("%s: %w", what, writeback.ErrNotRetryable)
+	case errors.Is(err, unix.EBUSY) && attr == fs.XattrDiscard:
+		return fmt.Errorf("%s: %w", what, writeback.ErrStillTakingDown)
 	case errors.Is(err, unix.EALREADY) && attr == fs.XattrDiscard:
 		return fmt.Errorf("%s: discarded too late: %w; the bucket holds it, and the file reads as it", what, writeback.ErrLandedFirst)
 	case errors.Is(err, unix.EPERM):
@@ -214,6 +222,9 @@ func printUploads(w *os.File, us []writeback.Upload) {
 	fmt.Fprintln(tw, "PATH\tSTATE\tSIZE\tATTEMPTS\tAGE\tERROR")
 	for _, u := range us {
 		state := u.State
+		if u.TakeDown && u.State == writeback.StateFailed {
+			state = "take-down failed"
+		}
 		if !u.NextRetry.IsZero() {
 			state += " in " + time.Until(u.NextRetry).Round(time.Second).String()
 		}
