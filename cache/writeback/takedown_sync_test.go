@@ -158,15 +158,7 @@ func uploadOf(us []Upload, key string) (Upload, bool) {
 // retried is not given up (it may yet succeed): the answer says so.
 func TestAFailedTakeDownCanBeDiscarded(t *testing.T) {
 	const key = "tmp/model.bin"
-	e, b, release := inFlight(t, key, []byte("weights"))
-	t.Cleanup(release)
-	e.m.Cancel(key)
-	b.setDeleteFail(errUnreachable)
-	release()
-	waitJournal(t, e, "the take-down failed once", func(recs []index.UploadRecord) bool {
-		r, ok := takeDownOf(recs, key)
-		return ok && r.ThenDeleteVersion != ""
-	})
+	e, b := failedTakeDownWith(t, key, nil) // failed once, retried
 	if _, err := e.m.Discard(context.Background(), key); !errors.Is(err, ErrStillTakingDown) {
 		t.Errorf("discard of a take-down being retried: %v, want ErrStillTakingDown", err)
 	}
