@@ -154,6 +154,10 @@ func (d *dirNode) Mkdir(ctx context.Context, name string, mode uint32, out *fuse
 	f.dirAttr(&out.Attr)
 	out.SetEntryTimeout(f.timeout())
 	out.SetAttrTimeout(f.timeout())
+	// A new directory: a renamed one's record at its key (removed by
+	// another client of the bucket since) would number it anew at the
+	// next lookup.
+	f.inos.dirGone(key)
 	return d.NewInode(ctx, newDirNode(f, key), gofs.StableAttr{Mode: syscall.S_IFDIR, Ino: f.inoFor('d', key, "")}), 0
 }
 

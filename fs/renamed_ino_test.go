@@ -269,4 +269,21 @@ func TestARenamedDirectoryKeepsItsNumberOnceForgotten(t *testing.T) {
 	if got := lookup("checkpoint-2").Ino; got == top.Ino {
 		t.Errorf("checkpoint-2 made again after rmdir has the removed one's inode %d", got)
 	}
+	// Renamed, then removed by another client of the bucket, then made
+	// again here: the new directory keeps the number mkdir gave it.
+	mkdir("a")
+	if errno := f.rename("a", "b", 0); errno != 0 {
+		t.Fatal(errno)
+	}
+	forgetAll()
+	f.be.mu.Lock()
+	delete(f.be.objs, "b/")
+	f.be.mu.Unlock()
+	f.fsys.meta.InvalidatePrefix("")
+	mkdir("b")
+	made := lookup("b").Ino
+	forgetAll()
+	if got := lookup("b").Ino; got != made {
+		t.Errorf("b made again once another client removed the renamed one: inode %d, mkdir gave %d", got, made)
+	}
 }
