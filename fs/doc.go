@@ -71,7 +71,9 @@
 // fs calls back into it. Create, mkdir, unlink, rmdir and rename map onto
 // the bucket here (namespace.go, rename.go): a rename is journaled
 // (Manager.BeginMove) and moves a file's pending uploads (Manager.Rekey)
-// or copies and deletes its objects. docs/design-write-path.md draws the
+// or copies and deletes its objects (so too for a file still being written
+// by passthrough whose fsync uploaded all it holds: its session moves
+// along, based on the copy, renamesynced.go). docs/design-write-path.md draws the
 // whole path. With --upload async a new file is written by the kernel
 // straight into its staging file (ptwrite.go: every open of it is then a
 // passthrough handle on that file, every close journals it as a held live
@@ -114,7 +116,7 @@
 // it exclusively, waits for those in flight (as the end of a shadow does,
 // for an instant, before it cuts that cache file back). Held exclusively it covers
 // bookkeeping and Manager.Register (a dup, no disk I/O), and in a rename
-// (moveLocal) Manager.Rekey, which rewrites journal entries in the index
+// (moveLocal; rebaseSynced, under the session's liveWrite.mu) Manager.Rekey, which rewrites journal entries in the index
 // under Manager.mu. A new session is staged (a copy of the pending
 // content, or a bucket fetch) with no lock held, then installed. A
 // commit's journal append and fsync, uploads and every bucket call run

@@ -91,6 +91,7 @@ func (n *fileNode) syncLive(ctx context.Context, lw *liveWrite) error {
 	n.mu.Unlock()
 	if err == nil {
 		lw.synced, lw.syncedJob = stamp, j
+		lw.copiedKey, lw.copiedVersion = "", ""
 	}
 	lw.mu.Unlock()
 	if err != nil {
@@ -134,7 +135,8 @@ func (n *fileNode) unchangedSinceSync(lw *liveWrite) bool {
 
 // sameAsSyncedLocked reports whether lw's file is still what its latest
 // fsync copied for upload (landed, if mustLand), and no close committed
-// it since. Caller holds lw.mu.
+// it since; after a rename, whether the rename copied that upload to the
+// file's name (moveSynced). Caller holds lw.mu.
 func (n *fileNode) sameAsSyncedLocked(lw *liveWrite, mustLand bool) (fileStamp, bool) {
 	w := n.ws()
 	j := lw.syncedJob
@@ -145,7 +147,8 @@ func (n *fileNode) sameAsSyncedLocked(lw *liveWrite, mustLand bool) (fileStamp, 
 		return fileStamp{}, false
 	}
 	n.mu.Lock()
-	same := w.last == j && lw.failure() == nil && !n.unlinked
+	upload := w.last == j || (w.last == nil && lw.copiedKey == n.key.get())
+	same := upload && lw.failure() == nil && !n.unlinked
 	n.mu.Unlock()
 	if !same || !n.fsys.wb.FineTimestamps() {
 		return fileStamp{}, false

@@ -74,6 +74,10 @@ type liveWrite struct {
 	// Guarded by mu.
 	synced    fileStamp
 	syncedJob *writeback.Job
+	// copiedKey and copiedVersion: where a rename put what the latest
+	// fsync uploaded (moveSynced: a server-side copy, the session moving
+	// along), while the file is still that content. Guarded by mu.
+	copiedKey, copiedVersion string
 	// failed is the session's first failure (a writer killed, the disk
 	// nearly full, a write the kernel did not pass through failing): its
 	// file is kept aside, never uploaded. The kernel's own writes never

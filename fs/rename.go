@@ -24,6 +24,9 @@ import (
 // over so the new name reads without a GET.
 func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir, newName string) error {
 	oldKey, newKey := oldDir+oldName, newDir+newName
+	if moved, err := f.moveSynced(ctx, n, oldDir, oldName, newDir, newName); moved || err != nil {
+		return err
+	}
 	local, unsent, err := f.moveLocal(n, oldKey, newKey)
 	if err != nil {
 		return err
