@@ -293,6 +293,9 @@ type Summary struct {
 	PendingBytes int64     `json:"pending_bytes"`
 	Oldest       time.Time `json:"oldest_pending,omitzero"` // when the oldest pending upload was committed
 	Failed       []Failure `json:"failed,omitempty"`
+	// TakingDown counts the take-downs under way (not failed): objects a
+	// deleted or renamed file's upload left, still to be removed.
+	TakingDown int `json:"taking_down,omitempty"`
 }
 
 // Summary reports pending and failed uploads now.
@@ -315,6 +318,11 @@ func (m *Manager) Summary() Summary {
 	}
 	s.Failed = append(s.Failed, m.keptFailuresLocked()...)
 	s.Failed = append(s.Failed, m.takeDownFailuresLocked()...)
+	for t := range m.takeDowns {
+		if !t.failed {
+			s.TakingDown++
+		}
+	}
 	sort.Slice(s.Failed, func(a, b int) bool { return s.Failed[a].Key < s.Failed[b].Key })
 	return s
 }

@@ -162,11 +162,14 @@ func TestAFailedTakeDownCanBeDiscarded(t *testing.T) {
 	if _, err := e.m.Discard(context.Background(), key); !errors.Is(err, ErrStillTakingDown) {
 		t.Errorf("discard of a take-down being retried: %v, want ErrStillTakingDown", err)
 	}
+	if sum := e.m.Summary(); sum.TakingDown != 1 || len(sum.Failed) != 0 {
+		t.Errorf("summary while the take-down is retried: %+v; want it under way (unmount waits for it)", sum)
+	}
 	b.setDeleteFail(fmt.Errorf("delete: %w", backend.ErrAccessDenied))
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if sum, err := e.m.WaitAll(ctx); err != nil || len(sum.Failed) != 1 {
-		t.Fatalf("sync: %+v, %v; want the take-down failed", sum.Failed, err)
+	if sum, err := e.m.WaitAll(ctx); err != nil || len(sum.Failed) != 1 || sum.TakingDown != 0 {
+		t.Fatalf("sync: %+v, %v; want the take-down failed, no longer under way", sum, err)
 	}
 	copies, err := e.m.Discard(context.Background(), key)
 	if err != nil || len(copies) != 0 {

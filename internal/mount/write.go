@@ -37,18 +37,20 @@ func startWrites(s *Mount) error {
 }
 
 // drainUploads waits, at unmount, for uploads still pending, so a job that
-// ends with its last checkpoint still uploading loses nothing. A second
-// SIGTERM or SIGINT stops waiting; what is left stays journaled and
-// resumes at the next mount on this cache dir.
+// ends with its last checkpoint still uploading loses nothing, and for the
+// take-downs under way, so that a file deleted while its upload was on its
+// way is out of the bucket too. A second SIGTERM or SIGINT stops waiting;
+// what is left stays journaled and resumes at the next mount on this
+// cache dir.
 func drainUploads(s *Mount) {
 	if s.wb == nil {
 		return
 	}
 	sum := s.wb.Summary()
-	if sum.Pending == 0 {
+	if sum.Pending == 0 && sum.TakingDown == 0 {
 		return
 	}
-	s.log.Info("waiting for pending uploads before exiting (signal again to stop waiting)", "files", sum.Pending, "bytes", sum.PendingBytes)
+	s.log.Info("waiting for pending uploads and take-downs before exiting (signal again to stop waiting)", "files", sum.Pending, "bytes", sum.PendingBytes, "take_downs", sum.TakingDown)
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	tick := time.NewTicker(10 * time.Second)
@@ -61,13 +63,13 @@ func drainUploads(s *Mount) {
 	for {
 		select {
 		case <-done:
-			if left := s.wb.Summary(); left.Pending > 0 || len(left.Failed) > 0 {
-				s.log.Warn("uploads left for the next mount", "pending", left.Pending, "failed", len(left.Failed))
+			if left := s.wb.Summary(); left.Pending > 0 || left.TakingDown > 0 || len(left.Failed) > 0 {
+				s.log.Warn("uploads left for the next mount", "pending", left.Pending, "take_downs", left.TakingDown, "failed", len(left.Failed))
 			}
 			return
 		case <-tick.C:
 			left := s.wb.Summary()
-			s.log.Info("still uploading", "files", left.Pending, "bytes", left.PendingBytes)
+			s.log.Info("still uploading", "files", left.Pending, "bytes", left.PendingBytes, "take_downs", left.TakingDown)
 		}
 	}
 }
