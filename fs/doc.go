@@ -73,8 +73,8 @@
 // (Manager.BeginMove) and moves a file's pending uploads (Manager.Rekey)
 // or copies and deletes its objects (so too for a file still being written
 // by passthrough whose fsync uploaded all it holds: its session moves
-// along, based on the copy, renamesynced.go). docs/design-write-path.md draws the
-// whole path. With --upload async a new file is written by the kernel
+// along, based on the copy, renamesynced.go). docs/design-write-path.md
+// draws the whole path. With --upload async a new file is written by the kernel
 // straight into its staging file (ptwrite.go: every open of it is then a
 // passthrough handle on that file, every close journals it as a held live
 // commit, the last release lets it go; the cache disk's free space is
@@ -116,8 +116,9 @@
 // it exclusively, waits for those in flight (as the end of a shadow does,
 // for an instant, before it cuts that cache file back). Held exclusively it covers
 // bookkeeping and Manager.Register (a dup, no disk I/O), and in a rename
-// (moveLocal; rebaseSynced, under the session's liveWrite.mu) Manager.Rekey, which rewrites journal entries in the index
-// under Manager.mu. A new session is staged (a copy of the pending
+// (moveLocal; rebaseSynced, under the session's liveWrite.mu)
+// Manager.Rekey, which rewrites journal entries in the index under
+// Manager.mu. A new session is staged (a copy of the pending
 // content, or a bucket fetch) with no lock held, then installed. A
 // commit's journal append and fsync, uploads and every bucket call run
 // with no fs lock. A file whose name went (markUnlinked) keeps its session
