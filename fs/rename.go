@@ -12,7 +12,6 @@ import (
 	gofs "github.com/hanwen/go-fuse/v2/fs"
 
 	"github.com/stratafs/strata/backend"
-	"github.com/stratafs/strata/cache"
 	"github.com/stratafs/strata/cache/meta"
 )
 
@@ -34,10 +33,8 @@ func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir,
 	// Uploads that landed under either name before the rename could move
 	// or cancel them settle first: their namespace updates must not follow
 	// ours, and the bucket's version of the old name is what is renamed.
-	for _, k := range []string{oldKey, newKey} {
-		if err := f.wb.WaitLanded(ctx, k); err != nil {
-			return err
-		}
+	if err := f.waitLanded(ctx, oldKey, newKey); err != nil {
+		return err
 	}
 	if local {
 		// The old name may also hold an older version in the bucket,
@@ -66,21 +63,11 @@ func (f *FS) moveFile(ctx context.Context, n *fileNode, oldDir, oldName, newDir,
 	if !ok {
 		return syscall.EXDEV // mv copies and unlinks by itself
 	}
-	// An upload of the file this one replaces, stopped by the rename, may
-	// still be landing under newKey: the copy goes after it.
-	if err := f.wb.WaitInFlight(ctx, newKey); err != nil {
-		return err
-	}
-	info, err := cp.Copy(ctx, oldKey, e.Version, newKey)
+	info, err := f.copyObject(ctx, cp, oldKey, e.Version, newKey)
 	if err != nil {
-		f.log.Warn("fs: rename copy failed", "from", oldKey, "to", newKey, "err", err)
 		return err
 	}
-	from := cache.ObjectKey{Source: f.source, Key: oldKey, Version: e.Version, Size: e.Size, MTime: e.MTime}
-	to := cache.ObjectKey{Source: f.source, Key: newKey, Version: info.Version, Size: info.Size, MTime: info.MTime.UnixNano()}
-	if err := f.store.Link(from, to); err == nil {
-		f.store.Forget(from)
-	}
+	f.relinkCached(oldKey, e.Version, newKey, info)
 	if err := f.deleteObject(ctx, oldKey); err != nil {
 		return err
 	}
@@ -296,11 +283,7 @@ func (f *FS) copyAll(ctx context.Context, cp backend.Copier, objs []backend.Obje
 			mu.Lock()
 			copied[dst] = info
 			mu.Unlock()
-			from := cache.ObjectKey{Source: f.source, Key: o.Key, Version: o.Version, Size: o.Size, MTime: o.MTime.UnixNano()}
-			to := cache.ObjectKey{Source: f.source, Key: dst, Version: info.Version, Size: info.Size, MTime: info.MTime.UnixNano()}
-			if f.store.Link(from, to) == nil {
-				f.store.Forget(from)
-			}
+			f.relinkCached(o.Key, o.Version, dst, info)
 		}()
 	}
 	wg.Wait()

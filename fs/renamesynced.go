@@ -59,28 +59,18 @@ func (f *FS) moveSynced(ctx context.Context, n *fileNode, oldDir, oldName, newDi
 	if !ok {
 		return false, nil // moved as unsent content: the close uploads it
 	}
-	for _, k := range []string{oldKey, newKey} { // as moveFile: landed uploads settle first
-		if err := f.wb.WaitLanded(ctx, k); err != nil {
-			return true, err
-		}
-	}
-	if err := f.wb.WaitInFlight(ctx, newKey); err != nil {
+	if err := f.waitLanded(ctx, oldKey, newKey); err != nil { // as moveFile
 		return true, err
 	}
-	info, err := cp.Copy(ctx, oldKey, version, newKey)
+	info, err := f.copyObject(ctx, cp, oldKey, version, newKey)
 	if err != nil {
-		f.log.Warn("fs: rename copy failed", "from", oldKey, "to", newKey, "err", err)
 		return true, err
 	}
 	moved, err := f.rebaseSynced(n, lw, j, version, oldKey, newKey, info)
 	if !moved || err != nil {
 		return moved, err
 	}
-	from := cache.ObjectKey{Source: f.source, Key: oldKey, Version: version}
-	to := cache.ObjectKey{Source: f.source, Key: newKey, Version: info.Version, Size: info.Size, MTime: info.MTime.UnixNano()}
-	if err := f.store.Link(from, to); err == nil {
-		f.store.Forget(from)
-	}
+	f.relinkCached(oldKey, version, newKey, info)
 	if err := f.deleteObject(ctx, oldKey); err != nil {
 		return true, err
 	}
@@ -126,4 +116,42 @@ func (f *FS) rebaseSynced(n *fileNode, lw *liveWrite, j *writeback.Job, version,
 	f.untrack(oldKey, n)
 	f.trackLocal(n, newKey, e)
 	return true, nil
+}
+
+// waitLanded lets uploads that landed under keys before a rename could
+// move or cancel them settle first: their namespace updates must not
+// follow the rename's, and the bucket's version is what is renamed.
+func (f *FS) waitLanded(ctx context.Context, keys ...string) error {
+	for _, k := range keys {
+		if err := f.wb.WaitLanded(ctx, k); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// copyObject copies version of oldKey to newKey server-side. An upload of
+// the file newKey held, stopped by the rename, may still be landing under
+// newKey: the copy goes after it.
+func (f *FS) copyObject(ctx context.Context, cp backend.Copier, oldKey, version, newKey string) (backend.ObjectInfo, error) {
+	if err := f.wb.WaitInFlight(ctx, newKey); err != nil {
+		return backend.ObjectInfo{}, err
+	}
+	info, err := cp.Copy(ctx, oldKey, version, newKey)
+	if err != nil {
+		f.log.Warn("fs: rename copy failed", "from", oldKey, "to", newKey, "err", err)
+		return backend.ObjectInfo{}, err
+	}
+	return info, nil
+}
+
+// relinkCached moves the cached copy of version of oldKey to newKey's copy
+// (info), by hard link, so a renamed file stays warm. A copy not whole is
+// left to eviction.
+func (f *FS) relinkCached(oldKey, version, newKey string, info backend.ObjectInfo) {
+	from := cache.ObjectKey{Source: f.source, Key: oldKey, Version: version}
+	to := cache.ObjectKey{Source: f.source, Key: newKey, Version: info.Version, Size: info.Size, MTime: info.MTime.UnixNano()}
+	if f.store.Link(from, to) == nil {
+		f.store.Forget(from)
+	}
 }
